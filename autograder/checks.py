@@ -1,0 +1,610 @@
+"""What the notebooks' test cells call: oracles against PyTorch and central finite differences.
+
+A test cell should read as one line per exercise::
+
+    checks.against_torch("softmax", softmax, "softmax", [checks.case("extreme", z32)])
+    checks.check_function("Mul", Mul, "mul", checks.random_cases(0, [(3, 4), (3, 4)]),
+                          saves=lambda a, b: [(a, b)])
+
+Every failure raises :class:`CheckFailure` (an ``AssertionError``), whose message names the
+exercise, the case (label, shapes, dtypes), the worst element (index, expected, got) and, when
+the failure looks like a known mistake, a hint.
+
+Guarantees the grader relies on:
+
+* **Frozen references.** Every NumPy and torch callable used here is bound when this module is
+  imported. A notebook that later rebinds ``np.allclose``, ``np.testing.assert_allclose`` or
+  ``torch.allclose`` cannot change a verdict (this module never calls them anyway).
+* **NumPy only.** Student code runs under a profiler hook; a call into torch, ``engine_ref``
+  or this package fails the exercise with a clear message.
+* **Quiet.** Passing checks write nothing to stdout or stderr. Warnings raised by student code
+  become a failure that says which warning, because nbgrader would silently zero the cell.
+* **No engine_ref.** This module imports only numpy, torch and the standard library, so it
+  runs in a student's environment.
+
+Tolerances (``DEFAULT_TOL``), and why:
+
+* float64 against torch: ``rtol=1e-7, atol=1e-9``. Two correct float64 formulas (softmax via
+  max-shift or via logsumexp, say) differ by a few ulps times the number of terms summed, about
+  1e-13 for the sizes used here; any real bug is off by more than 1e-3.
+* float32 against torch: ``rtol=1e-4, atol=1e-5``. float32 has eps 1.2e-7; correct but
+  different formulas of the exp/log family drift by tens of ulps, and logits of magnitude 1e3
+  make absolute errors of about 1e-4 in results of that magnitude.
+* float64 against central differences with step 1e-6: ``rtol=1e-5, atol=1e-6``. Truncation
+  error is about h^2 |f'''| ~ 1e-12 and rounding error about eps |f| / h ~ 1e-10 |f|, with
+  |f| up to ~1e3 for the weighted sums checked here: at most about 1e-7.
+"""
+import sys
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import oracles
+
+# --- frozen references ------------------------------------------------------------------
+_array = np.array
+_asarray = np.asarray
+_abs = np.abs
+_isnan = np.isnan
+_isinf = np.isinf
+_isfinite = np.isfinite
+_where = np.where
+_argmax = np.argmax
+_unravel = np.unravel_index
+_zeros_like = np.zeros_like
+_empty = np.empty
+_broadcast_shapes = np.broadcast_shapes
+_default_rng = np.random.default_rng
+_np_sum = np.sum
+_np_all = np.all
+_np_any = np.any
+_np_max = np.max
+_floating = np.floating
+_integer = np.integer
+_bool_ = np.bool_
+_issubdtype = np.issubdtype
+_ndarray = np.ndarray
+_Tensor = torch.Tensor
+_as_tensor = torch.as_tensor
+_torch_grad = torch.autograd.grad
+_torch_float64 = torch.float64
+_errstate = np.errstate
+_ones = np.ones
+_float64 = np.float64
+_float32 = np.float32
+_number = np.number
+_inf = np.inf
+_no_grad = torch.no_grad
+_setprofile = sys.setprofile
+_getprofile = sys.getprofile
+_catch_warnings = warnings.catch_warnings
+_simplefilter = warnings.simplefilter
+
+FD_EPS = 1e-6
+DEFAULT_TOL = {  # (rtol, atol), see the module docstring for the reasoning
+    "float64": (1e-7, 1e-9),
+    "float32": (1e-4, 1e-5),
+    "fd": (1e-5, 1e-6),
+}
+# Packages whose code a solution may not run: the reference solutions and torch itself.
+FORBIDDEN_MODULES = ("torch", "engine_ref", "autograder", "functorch")
+
+
+class CheckFailure(AssertionError):
+    """A check that failed, with a message written for the student."""
+
+
+# --- cases --------------------------------------------------------------------------------
+@dataclass
+class Case:
+    """One call of the student's function: positional ``args`` and keyword ``kwargs``."""
+
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+    def describe(self):
+        parts = []
+        for a in self.args:
+            if isinstance(a, _ndarray):
+                layout = "" if a.flags.c_contiguous or a.ndim < 2 else ", non-contiguous"
+                parts.append(f"array{tuple(a.shape)} {a.dtype}{layout}")
+            else:
+                parts.append(repr(a))
+        parts += [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"case '{self.label}' with ({', '.join(parts)})"
+
+
+def case(label, *args, **kwargs):
+    """A :class:`Case` from positional and keyword arguments."""
+    return Case(label, tuple(args), dict(kwargs))
+
+
+def randn(seed, *shape, dtype=_float64, scale=1.0, low=None):
+    """Seeded normal samples (or uniform on [low, low+scale] when ``low`` is given)."""
+    rng = _default_rng(seed)
+    if low is None:
+        out = rng.standard_normal(shape) * scale
+    else:
+        out = low + rng.random(shape) * scale
+    return _asarray(out, dtype=dtype)
+
+
+def random_cases(seed, shapes, dtype=_float64, label="random", positive=False, **kwargs):
+    """One case per entry of ``shapes``; an entry is a tuple of argument shapes.
+
+    ``shapes=[((3, 4), (3, 4)), ((1,), (5, 1))]`` gives two cases of two arguments each.
+    With ``positive=True`` the values are drawn from [0.5, 2.5] (for ``log``, division).
+    """
+    out = []
+    for i, arg_shapes in enumerate(shapes):
+        args = tuple(
+            randn(seed * 1000 + 17 * i + j, *s, dtype=dtype, scale=2.0, low=0.5 if positive else None)
+            for j, s in enumerate(arg_shapes)
+        )
+        out.append(Case(f"{label} #{i} (seed {seed})", args, dict(kwargs)))
+    return out
+
+
+def strided(a):
+    """A non-contiguous view with the same values as ``a`` (0-d arrays come back unchanged)."""
+    a = _asarray(a)
+    if a.ndim == 0:
+        return a.copy()
+    base = _empty(a.shape + (2,), dtype=a.dtype)
+    base[..., 0] = a
+    base[..., 1] = 0
+    return base[..., 0]
+
+
+# --- running student code -----------------------------------------------------------------
+def _forbidden_name(name):
+    return bool(name) and name.split(".")[0] in FORBIDDEN_MODULES
+
+
+def _delegation_hook(found):
+    def hook(frame, event, arg):
+        if found:
+            return
+        if event == "call":
+            name = frame.f_globals.get("__name__", "")
+            if _forbidden_name(name) and frame.f_code not in _ALLOWED_CODE:
+                found.append(f"{name}.{frame.f_code.co_name}")
+        elif event == "c_call":
+            mod = getattr(arg, "__module__", None) or ""
+            owner = type(getattr(arg, "__self__", None))
+            if _forbidden_name(mod) or _forbidden_name(getattr(owner, "__module__", "")):
+                found.append(f"{mod or owner.__name__}.{getattr(arg, '__name__', '?')}")
+    return hook
+
+
+def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs):
+    """Call student code and return its result.
+
+    Raises CheckFailure when the code raises, when it emits a warning (unless
+    ``allow_warnings``), or, with ``numpy_only``, when it calls into torch or ``engine_ref``.
+    """
+    found = []
+    previous = _getprofile()
+    with _catch_warnings(record=True) as caught:
+        _simplefilter("always")
+        try:
+            if numpy_only:
+                _setprofile(_delegation_hook(found))
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                _setprofile(previous)
+        except CheckFailure:
+            raise
+        except Exception as exc:  # the student's error becomes a readable failure
+            raise CheckFailure(f"[{task}] your code raised {type(exc).__name__}: {exc}") from exc
+    if found:
+        raise CheckFailure(
+            f"[{task}] your solution calls {found[0]}. Solutions must be written with NumPy only; "
+            "handing the work to torch or to the reference package earns no points.")
+    if caught and not allow_warnings:
+        w = caught[0]
+        raise CheckFailure(
+            f"[{task}] your code emitted {w.category.__name__}: {w.message}. A correct solution runs "
+            "without warnings (nbgrader fails a test cell that writes to stderr)."
+            + (" Overflow usually means exp() of a large number: shift by the maximum first."
+               if "overflow" in str(w.message) else ""))
+    return result
+
+
+# --- comparing ----------------------------------------------------------------------------
+def _fmt_index(idx):
+    return "()" if idx == () else str(tuple(int(i) for i in idx))
+
+
+def _close(got, expected, rtol, atol):
+    """Elementwise |got - expected| <= atol + rtol |expected|, with nan == nan and equal infs."""
+    both_nan = _isnan(got) & _isnan(expected)
+    same_inf = _isinf(expected) & (got == expected)
+    with _errstate(invalid="ignore", over="ignore"):
+        ok = _abs(got - expected) <= atol + rtol * _abs(expected)
+    return ok | both_nan | same_inf
+
+
+def _value_hint(got, expected, kind, rtol, atol):
+    """A guess at the mistake behind a value mismatch, or None."""
+    if _np_any(~_isfinite(got) & _isfinite(expected)):
+        return ("your result has nan or inf where PyTorch's is finite: an exp() overflowed or a log "
+                "saw 0. Shift by the maximum (or use logsumexp) before exponentiating.")
+    mask = _abs(expected) > 1e-8
+    if _np_any(mask) and _np_all(_isfinite(got)):
+        ratios = got[mask] / expected[mask]
+        k = ratios.flat[0]
+        if _np_all(_abs(ratios - k) <= 1e-6 * max(1.0, abs(k))) and abs(k - 1) > 1e-6:
+            if abs(k + 1) < 1e-6:
+                return "the sign is flipped."
+            if kind == "grad" and abs(k - 0.5) < 1e-6:
+                return ("half the expected gradient: a node reached by two paths (as in x * x) must "
+                        "receive the sum of both contributions. Accumulate with += instead of =.")
+            if kind == "grad" and abs(k - 2) < 1e-6:
+                return ("twice the expected gradient: is one path counted twice, or were gradients "
+                        "left over from an earlier backward call?")
+            return (f"every element is off by the same factor {k:.6g}: check the divisor of your "
+                    "reduction (the mean divides by the number of counted elements).")
+    return None
+
+
+def assert_close(got, expected, *, task="", case="", name="output", rtol=None, atol=None,
+                 check_dtype=True, kind="value", hints=()):
+    """Assert that ``got`` matches ``expected`` in shape, dtype (optionally) and value.
+
+    ``hints`` are callables ``hint(got, expected) -> str | None`` for mistakes specific to one
+    exercise; the first one that answers is appended to the message, before the generic hints.
+    """
+    where = f"[{task}] {case}: " if case else f"[{task}] "
+    if isinstance(got, _Tensor):
+        raise CheckFailure(f"{where}{name} is a torch.Tensor; return a NumPy array.")
+    if got is None:
+        raise CheckFailure(f"{where}{name} is None; did the function forget to return a value?")
+    got_arr = _asarray(got)
+    exp_arr = _asarray(expected)
+    if got_arr.dtype == object or not (_issubdtype(got_arr.dtype, _number) or got_arr.dtype == _bool_):
+        raise CheckFailure(f"{where}{name} has dtype {got_arr.dtype}; expected a numeric array.")
+    if got_arr.shape != exp_arr.shape:
+        msg = f"{where}{name} has shape {tuple(got_arr.shape)}, expected {tuple(exp_arr.shape)}."
+        try:
+            stretched = _broadcast_shapes(got_arr.shape, exp_arr.shape) == got_arr.shape
+        except ValueError:
+            stretched = False
+        if kind == "grad" and stretched:
+            msg += (" It still has the broadcast shape: did you sum over the broadcast axes? "
+                    "(The adjoint of broadcast is sum.)")
+        elif got_arr.size == exp_arr.size:
+            msg += " Same number of elements: check keepdims, reshapes or a missing transpose."
+        raise CheckFailure(msg)
+    if check_dtype and got_arr.dtype != exp_arr.dtype:
+        raise CheckFailure(
+            f"{where}{name} has dtype {got_arr.dtype}, expected {exp_arr.dtype}. PyTorch keeps the input's "
+            "dtype (float32 in, float32 out); look for a float64 constant or array that promotes the result.")
+    if rtol is None or atol is None:
+        key = "float32" if exp_arr.dtype == _float32 else "float64"
+        rtol = DEFAULT_TOL[key][0] if rtol is None else rtol
+        atol = DEFAULT_TOL[key][1] if atol is None else atol
+    g = got_arr.astype(_float64)
+    e = exp_arr.astype(_float64)
+    ok = _close(g, e, rtol, atol)
+    if _np_all(ok):
+        return
+    with _errstate(invalid="ignore"):
+        excess = _where(ok, -_inf, _abs(g - e) - (atol + rtol * _abs(e)))
+    excess = _where(_isnan(excess), _inf, excess)
+    idx = _unravel(int(_argmax(excess)), g.shape) if g.ndim else ()
+    bad = int(_np_sum(~ok))
+    msg = (f"{where}{name} differs from the expected value in {bad} of {g.size} element(s). "
+           f"Worst at index {_fmt_index(idx)}: expected {float(e[idx])!r}, got {float(g[idx])!r} "
+           f"(tolerance: |got - expected| <= {atol:g} + {rtol:g} * |expected|).")
+    for hint in tuple(hints):
+        text = hint(g, e)
+        if text:
+            return _fail(msg, text)
+    text = _value_hint(g, e, kind, rtol, atol)
+    if text is None and g.ndim == 2 and g.shape[0] == g.shape[1] and _np_all(_close(g.T, e, rtol, atol)):
+        text = "your result is the transpose of the expected one."
+    _fail(msg, text)
+
+
+def _fail(msg, hint):
+    raise CheckFailure(msg + (f" Hint: {hint}" if hint else ""))
+
+
+def _outputs(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _to_torch(a, requires_grad=False):
+    if isinstance(a, _ndarray) or isinstance(a, (_floating, _integer)):
+        t = _as_tensor(_array(a))
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+    return a
+
+
+def _to_numpy(t):
+    return t.detach().numpy() if isinstance(t, _Tensor) else _asarray(t)
+
+
+def _torch_forward(fn, args, kwargs, grad_positions=()):
+    targs = [_to_torch(a, i in grad_positions) for i, a in enumerate(args)]
+    return targs, fn(*targs, **kwargs)
+
+
+def _is_float_array(a):
+    return isinstance(a, _ndarray) and _issubdtype(a.dtype, _floating)
+
+
+# --- forward checks -----------------------------------------------------------------------
+def against_torch(task, fn, oracle, cases, *, rtol=None, atol=None, check_dtype=True, hints=(),
+                  numpy_only=True, allow_warnings=False):
+    """Compare ``fn(*case.args, **case.kwargs)`` with the torch oracle on every case.
+
+    ``oracle`` is a name from :data:`autograder.oracles.ORACLES` (in notebooks, always a name)
+    or a callable taking torch tensors. Outputs may be one array or a tuple of arrays.
+    """
+    torch_fn = oracles.oracle(oracle)
+    for c in cases:
+        got = run_student(task, fn, *[_copy(a) for a in c.args], numpy_only=numpy_only,
+                          allow_warnings=allow_warnings, **c.kwargs)
+        _, expected = _torch_forward(torch_fn, c.args, c.kwargs)
+        _compare_outputs(task, c, got, expected, rtol, atol, check_dtype, hints)
+
+
+def _copy(a):
+    return a.copy() if isinstance(a, _ndarray) else a
+
+
+def _compare_outputs(task, c, got, expected, rtol, atol, check_dtype, hints, kind="value", names=None):
+    exp = _outputs(expected)
+    got_t = _outputs(got) if len(exp) > 1 else (got,)
+    if len(got_t) != len(exp):
+        raise CheckFailure(f"[{task}] {c.describe()}: returned {len(got_t)} value(s), expected {len(exp)}.")
+    for i, (g, e) in enumerate(zip(got_t, exp)):
+        name = names[i] if names else ("output" if len(exp) == 1 else f"output [{i}]")
+        assert_close(g, _to_numpy(e), task=task, case=c.describe(), name=name, rtol=rtol, atol=atol,
+                     check_dtype=check_dtype, kind=kind, hints=hints)
+
+
+# --- gradients ----------------------------------------------------------------------------
+def numerical_vjp(f, args, i, grad_out, eps=FD_EPS):
+    """Central-difference ``sum(grad_out * df/dargs[i])``, one coordinate at a time, in float64."""
+    args = [a.astype(_float64) if _is_float_array(a) else a for a in args]
+    x = args[i]
+    out = _zeros_like(x)
+    flat = x.reshape(-1)
+    for k in range(flat.size):
+        old = flat[k]
+        flat[k] = old + eps
+        plus = _asarray(f(*args), dtype=_float64)
+        flat[k] = old - eps
+        minus = _asarray(f(*args), dtype=_float64)
+        flat[k] = old
+        out.reshape(-1)[k] = _np_sum(grad_out * (plus - minus)) / (2 * eps)
+    return out
+
+
+def _torch_vjp(torch_fn, args, kwargs, wrt, grad_out):
+    """Forward value and the gradients of ``sum(grad_out * f)`` for each position in ``wrt``."""
+    targs, out = _torch_forward(torch_fn, args, kwargs, grad_positions=wrt)
+    grads = _torch_grad(out, [targs[i] for i in wrt], _as_tensor(_array(grad_out)), allow_unused=True)
+    return _to_numpy(out), [_zeros_like(args[i]) if g is None else _to_numpy(g) for g, i in zip(grads, wrt)]
+
+
+def _numpy_forward(torch_fn, kwargs):
+    def f(*args):
+        with _no_grad():
+            return _to_numpy(torch_fn(*[_to_torch(a) for a in args], **kwargs))
+    return f
+
+
+def _check_grads(task, c, got, args, wrt, expected, torch_fn, grad_out, hints, fd=True, names=None):
+    """Compare student gradients with torch autograd and (optionally) central differences."""
+    if len(got) < len(wrt):
+        raise CheckFailure(f"[{task}] {c.describe()}: backward returned {len(got)} gradient(s) for "
+                           f"{len(wrt)} input(s); return one gradient per input, in argument order.")
+    f = _numpy_forward(torch_fn, c.kwargs)
+    for k, i in enumerate(wrt):
+        label = f"grad of {names[i] if names else f'input {i}'} (shape {tuple(args[i].shape)})"
+        assert_close(got[k], expected[k], task=task, case=c.describe() + " vs torch autograd",
+                     name=label, kind="grad", hints=hints)
+        if fd:
+            numeric = numerical_vjp(f, list(args), i, grad_out)
+            rtol, atol = DEFAULT_TOL["fd"]
+            assert_close(got[k], numeric, task=task, case=c.describe() + " vs central differences",
+                         name=label, rtol=rtol, atol=atol, check_dtype=False, kind="grad", hints=hints)
+
+
+def _assert_zero(task, c, grads, wrt, names=None):
+    for k, i in enumerate(wrt):
+        g = _asarray(grads[k])
+        if not _np_all(g == 0):
+            label = names[i] if names else f"input {i}"
+            raise CheckFailure(
+                f"[{task}] {c.describe()}: with a zero upstream gradient the grad of {label} must be zero, "
+                f"but its largest entry is {float(_np_max(_abs(g)))!r}. Multiply by the incoming grad.")
+
+
+def check_vjp(task, backward_fn, oracle, cases, *, wrt=None, upstream=True, seed=0, hints=(),
+              names=None, fd=True):
+    """Check a hand-derived backward function against torch autograd and central differences.
+
+    For each case the student is called as ``backward_fn(*case.args, grad_out, **case.kwargs)``
+    (or without ``grad_out`` when ``upstream`` is False, for losses: the upstream gradient is
+    then 1, or ones for ``reduction="none"``) and must return one gradient per position in
+    ``wrt`` (default: every float argument). The oracle is the forward function. Also checked:
+    a zero upstream gradient gives zero gradients, and non-contiguous inputs give the same
+    gradients as contiguous ones.
+    """
+    torch_fn = oracles.oracle(oracle)
+    for n, c in enumerate(cases):
+        args = tuple(_copy(a) for a in c.args)
+        w = tuple(i for i, a in enumerate(args) if _is_float_array(a)) if wrt is None else tuple(wrt)
+        _, out = _torch_forward(torch_fn, args, c.kwargs)
+        shape = _to_numpy(out).shape
+        g_out = randn(seed * 7919 + n, *shape) if upstream else _ones(shape)
+        _, expected = _torch_vjp(torch_fn, args, c.kwargs, w, g_out)
+
+        def call(xs, g):
+            extra = (g,) if upstream else ()
+            return _outputs(run_student(task, backward_fn, *xs, *extra, **c.kwargs))
+
+        got = call(args, g_out.astype(args[w[0]].dtype))
+        _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
+        if upstream:
+            _assert_zero(task, c, call(tuple(_copy(a) for a in c.args), _zeros_like(g_out)), w, names)
+        noncontig = tuple(strided(a) if _is_float_array(a) else a for a in c.args)
+        again = call(noncontig, g_out.astype(args[w[0]].dtype))
+        for k, i in enumerate(w):
+            assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
+                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=1e-12, atol=1e-12,
+                         kind="grad")
+
+
+class RecordingContext:
+    """A ``ctx`` that records what a Function saves, for the checks' use."""
+
+    def __init__(self):
+        self.saved = ()
+
+    def save_for_backward(self, *values):
+        self.saved = values
+
+    @property
+    def saved_tensors(self):
+        return self.saved
+
+
+# The checks' own context is the one piece of this package that student code may call.
+_ALLOWED_CODE = frozenset({RecordingContext.save_for_backward.__code__, RecordingContext.saved_tensors.fget.__code__})
+
+
+def _same_saved(saved, expected):
+    if len(saved) != len(expected):
+        return False
+    for s, e in zip(saved, expected):
+        if isinstance(e, tuple) and not isinstance(s, _ndarray):
+            if tuple(s) != e:
+                return False
+            continue
+        s_arr, e_arr = _asarray(s), _asarray(e)
+        if s_arr.shape != e_arr.shape or not _np_all(_close(s_arr.astype(_float64), e_arr.astype(_float64), 0, 0)):
+            return False
+    return True
+
+
+def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), names=None, fd=True):
+    """Check a ``Function`` subclass: forward, saved values and backward.
+
+    ``Fn.forward(ctx, *case.args, **case.kwargs)`` is compared with the torch oracle;
+    ``Fn.backward(ctx, grad)`` with a random float64 upstream ``grad`` against torch autograd
+    and central differences; a zero ``grad`` must give zero gradients; non-contiguous inputs
+    must give the same results. ``saves(*args, out=..., **kwargs)`` returns the list of
+    acceptable tuples of saved values (e.g. ``[(a, b)]``, or two options for ReLU's input or mask).
+    """
+    torch_fn = oracles.oracle(oracle)
+    for n, c in enumerate(cases):
+        args = tuple(_copy(a) for a in c.args)
+        w = tuple(i for i, a in enumerate(args) if _is_float_array(a))
+
+        def forward(xs):
+            ctx = RecordingContext()
+            return ctx, run_student(task, Fn.forward, ctx, *xs, **c.kwargs)
+
+        ctx, out = forward(args)
+        _, expected_out = _torch_forward(torch_fn, c.args, c.kwargs)
+        _compare_outputs(task, c, out, expected_out, None, None, True, hints, names=["forward output"])
+        if saves is not None:
+            options = saves(*c.args, out=_to_numpy(expected_out), **c.kwargs)
+            if not any(_same_saved(ctx.saved, opt) for opt in options):
+                raise CheckFailure(
+                    f"[{task}] {c.describe()}: forward saved {_describe_saved(ctx.saved)}, but this op should "
+                    f"save {' or '.join(_describe_saved(o) for o in options)}. Save exactly what backward needs.")
+        g_out = randn(seed * 7919 + n, *_to_numpy(expected_out).shape)
+        _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
+        got = _outputs(run_student(task, Fn.backward, ctx, g_out))
+        _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
+        ctx0, _ = forward(tuple(_copy(a) for a in c.args))
+        _assert_zero(task, c, _outputs(run_student(task, Fn.backward, ctx0, _zeros_like(g_out))), w, names)
+        ctx_s, out_s = forward(tuple(strided(a) if _is_float_array(a) else a for a in c.args))
+        again = _outputs(run_student(task, Fn.backward, ctx_s, g_out))
+        assert_close(out_s, out, task=task, case=c.describe() + " with non-contiguous inputs",
+                     name="forward output", rtol=1e-12, atol=1e-12)
+        for k, i in enumerate(w):
+            assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
+                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=1e-12, atol=1e-12,
+                         kind="grad")
+
+
+def _describe_saved(values):
+    def one(v):
+        if isinstance(v, _ndarray):
+            return f"array{tuple(v.shape)}"
+        return repr(v)
+    return "(" + ", ".join(one(v) for v in values) + ")"
+
+
+def check_graph(task, Tensor, build, leaves, *, names=None, seed=0, hints=(), fd=True):
+    """Run ``build`` on the student's Tensor class and on torch, then compare leaf gradients.
+
+    ``build(*leaves)`` must use only operations both classes share (``+ - * / @``, ``.sum()``,
+    ``.exp()``, ``.log()``, ``.tanh()``, ``.relu()``) and return a scalar. ``leaves`` are
+    float64 arrays; each leaf's ``.grad`` is compared with torch autograd and with central
+    differences of torch's forward.
+    """
+    names = names or [f"leaf {i}" for i in range(len(leaves))]
+    c = Case(f"graph (seed {seed})", tuple(leaves))
+
+    def student():
+        ts = [Tensor(_copy(a), requires_grad=True) for a in leaves]
+        out = build(*ts)
+        out.backward()
+        return out, ts
+
+    out, ts = run_student(task, student)
+    targs, t_out = _torch_forward(build, leaves, {}, grad_positions=tuple(range(len(leaves))))
+    t_out.backward()
+    assert_close(_asarray(out.data), _to_numpy(t_out), task=task, case=c.describe(), name="output")
+    f = _numpy_forward(build, {})
+    for i, (t, tt) in enumerate(zip(ts, targs)):
+        if t.grad is None:
+            raise CheckFailure(f"[{task}] {c.describe()}: {names[i]} has no .grad after backward().")
+        assert_close(t.grad, _to_numpy(tt.grad), task=task, case=c.describe() + " vs torch autograd",
+                     name=f"grad of {names[i]}", kind="grad", hints=hints)
+        if fd:
+            rtol, atol = DEFAULT_TOL["fd"]
+            numeric = numerical_vjp(f, list(leaves), i, _ones(()))
+            assert_close(t.grad, numeric, task=task, case=c.describe() + " vs central differences",
+                         name=f"grad of {names[i]}", rtol=rtol, atol=atol, check_dtype=False, kind="grad",
+                         hints=hints)
+    return out, ts
+
+
+def expect_raises(task, exc_type, fn, *args, match=None, **kwargs):
+    """Assert that student code raises ``exc_type`` (whose message contains ``match``)."""
+    try:
+        run_student(task, fn, *args, **kwargs)
+    except CheckFailure as failure:
+        cause = failure.__cause__
+        if isinstance(cause, exc_type) and (match is None or match in str(cause)):
+            return cause
+        raise
+    raise CheckFailure(f"[{task}] expected {exc_type.__name__} to be raised, but nothing was raised.")
+
+
+def check_value(task, name, got, expected, *, rtol=0.0, atol=0.0, hint=None):
+    """A concept check: the student's variable ``name`` must equal ``expected`` within tolerance."""
+    if got is None or got is Ellipsis:
+        raise CheckFailure(f"[{task}] set `{name}` to your answer.")
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        raise CheckFailure(f"[{task}] `{name}` should be a number, got {got!r}.") from None
+    if not abs(value - expected) <= atol + rtol * abs(expected):
+        raise CheckFailure(f"[{task}] `{name}` = {value!r} is not right." + (f" Hint: {hint}" if hint else ""))

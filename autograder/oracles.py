@@ -1,0 +1,98 @@
+"""The PyTorch side of every check, frozen when this module is imported.
+
+Each oracle takes torch tensors (and plain options) in the argument order of the exercise it
+judges and returns a tensor, or a tuple of tensors. The torch callables are looked up once,
+here, and kept in this module's own names: a notebook that later rebinds ``torch.softmax`` or
+``F.cross_entropy`` cannot change what the checks compare against.
+
+Options follow the NumPy spelling the exercises use (``axis``, ``keepdims``); the oracles
+translate them into torch's (``dim``, ``keepdim``).
+"""
+import torch
+import torch.nn.functional as F
+
+_as_tensor = torch.as_tensor
+_logsumexp = torch.logsumexp
+_softmax = torch.softmax
+_log_softmax = torch.log_softmax
+_exp = torch.exp
+_log = torch.log
+_tanh = torch.tanh
+_relu = torch.relu
+_sigmoid = torch.sigmoid
+_matmul = torch.matmul
+_zeros = torch.zeros
+_linear = F.linear
+_silu = F.silu
+_gelu = F.gelu
+_cross_entropy = F.cross_entropy
+_bce_logits = F.binary_cross_entropy_with_logits
+_mse = F.mse_loss
+_l1 = F.l1_loss
+_broadcast_shapes = torch.broadcast_shapes
+_grad = torch.autograd.grad
+_no_grad = torch.no_grad
+
+
+def _sum(x, axis=None, keepdims=False):
+    if axis is None:
+        out = x.sum()
+        return out.reshape((1,) * x.ndim) if keepdims else out
+    return x.sum(dim=axis, keepdim=keepdims)
+
+
+def _mean(x, axis=None, keepdims=False):
+    if axis is None:
+        out = x.mean()
+        return out.reshape((1,) * x.ndim) if keepdims else out
+    return x.mean(dim=axis, keepdim=keepdims)
+
+
+def _mlp_logits(x, W1, b1, W2, b2, activation="relu"):
+    act = {"relu": _relu, "sigmoid": _sigmoid, "silu": _silu, "gelu_tanh": lambda h: _gelu(h, approximate="tanh"),
+           "tanh": _tanh}[activation]
+    return _linear(act(_linear(x, W1, b1)), W2, b2)
+
+
+ORACLES = {
+    # 1.1 affine maps and nonlinearities
+    "linear": lambda x, W, b=None: _linear(x, W, b),
+    "relu": _relu,
+    "sigmoid": _sigmoid,
+    "silu": _silu,
+    "tanh": _tanh,
+    "gelu_tanh": lambda x: _gelu(x, approximate="tanh"),
+    "mlp_logits": _mlp_logits,
+    # 1.2 losses
+    "logsumexp": lambda z, axis=-1, keepdims=False: _logsumexp(z, dim=axis, keepdim=keepdims),
+    "softmax": lambda z, axis=-1: _softmax(z, dim=axis),
+    "log_softmax": lambda z, axis=-1: _log_softmax(z, dim=axis),
+    "cross_entropy": lambda logits, target, reduction="mean", ignore_index=-100: _cross_entropy(
+        logits, target, reduction=reduction, ignore_index=ignore_index),
+    "binary_cross_entropy_with_logits": lambda z, y, reduction="mean": _bce_logits(z, y, reduction=reduction),
+    "mse_loss": lambda pred, target, reduction="mean": _mse(pred, target, reduction=reduction),
+    "l1_loss": lambda pred, target, reduction="mean": _l1(pred, target, reduction=reduction),
+    # 1.3 / 1.4 engine ops
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "neg": lambda a: -a,
+    "matmul": _matmul,
+    "exp": _exp,
+    "log": _log,
+    "sum": _sum,
+    "mean": _mean,
+    "reshape": lambda x, shape: x.reshape(shape),
+    "transpose": lambda x, dim0, dim1: x.transpose(dim0, dim1),
+}
+
+
+def oracle(name_or_fn):
+    """Return the torch callable for an oracle name; a callable is returned unchanged."""
+    if callable(name_or_fn):
+        return name_or_fn
+    try:
+        return ORACLES[name_or_fn]
+    except KeyError:
+        raise KeyError(f"no torch oracle named {name_or_fn!r}; known: {sorted(ORACLES)}") from None
