@@ -1,0 +1,69 @@
+"""The course's assignments, as named in the course spec, and where their files live."""
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COURSE = ROOT / "course"
+SOURCE = ROOT / "source"
+RELEASE = ROOT / "release"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    id: str
+    notebook: str
+    title: str
+
+    @property
+    def course_file(self):
+        return COURSE / f"{self.id}.py"
+
+    def source_path(self, root=ROOT):
+        return Path(root) / "source" / self.id / f"{self.notebook}.ipynb"
+
+    def release_path(self, root=ROOT):
+        return Path(root) / "release" / self.id / f"{self.notebook}.ipynb"
+
+
+ASSIGNMENTS = [
+    Assignment("1.1-affine-logits", "affine_logits", "Affine maps, nonlinearities and logits"),
+    Assignment("1.2-softmax-cross-entropy", "softmax_cross_entropy", "Stable softmax, cross-entropy and loss reductions"),
+    Assignment("1.3-reverse-accumulation", "reverse_accumulation", "Computation graphs and reverse accumulation"),
+    Assignment("1.4-broadcasting", "broadcasting", "Branches, broadcasting and saved values in backward"),
+    Assignment("1.5-gradient-checks", "gradient_checks", "Gradient checks with finite differences"),
+    Assignment("1.6-tensor-layout", "tensor_layout", "Tensor layout: shape, stride, views and copies"),
+    Assignment("1.7-aliasing-mutation", "aliasing_mutation", "Aliasing, mutation and module ownership"),
+    Assignment("1.8-mini-project", "mini_project", "Mini-project: tensor reverse-mode engine with differential checks"),
+]
+BY_ID = {a.id: a for a in ASSIGNMENTS}
+
+
+def authored():
+    """The assignments whose unit has been written (``course/<id>.py`` exists)."""
+    return [a for a in ASSIGNMENTS if a.course_file.exists()]
+
+
+def select(ids):
+    """Assignments for the given ids (all authored ones when ``ids`` is empty)."""
+    if not ids:
+        return authored()
+    unknown = [i for i in ids if i not in BY_ID]
+    if unknown:
+        raise SystemExit(f"unknown assignment id(s): {', '.join(unknown)}; known: {', '.join(BY_ID)}")
+    return [BY_ID[i] for i in ids]
+
+
+def nbgrader_env():
+    """os.environ with this interpreter's bin/ first on PATH: nbgrader runs `alembic` as a subprocess."""
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    if env.get("PATH", "").split(os.pathsep)[0] != bindir:
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def use_venv_path():
+    """Put this interpreter's bin/ first on PATH for in-process nbgrader calls."""
+    os.environ["PATH"] = nbgrader_env()["PATH"]

@@ -1,0 +1,127 @@
+"""Make submissions and autograde them with nbgrader's own pipeline, in a scratch course.
+
+Used by the tests that prove the grader grades, and by ``autograder demo``:
+
+* :func:`reference_submission` is the release notebook with every solution cell filled in
+  from the source notebook (the reference solution, as a student would have typed it);
+* :func:`blank_submission` is the release notebook untouched;
+* :func:`apply_variant` applies one catalogue entry (a mistake or a correct alternative);
+* :func:`autograde` runs ``generate_assignment`` and ``autograde`` through ``NbGraderAPI``
+  and reads every grade back from the gradebook.
+"""
+import copy
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from .course import BY_ID, ROOT, use_venv_path
+
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def _by_grade_id(nb):
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "nbgrader" in c.metadata}
+
+
+def strip_markers(text):
+    """A solution region as the student would have written it: the marker lines dropped."""
+    return "\n".join(line for line in text.split("\n") if line.strip() not in MARKERS)
+
+
+def blank_submission(assignment_id, root=ROOT):
+    a = BY_ID[assignment_id]
+    return nbformat.read(a.release_path(root), as_version=4)
+
+
+def reference_submission(assignment_id, root=ROOT):
+    a = BY_ID[assignment_id]
+    nb = blank_submission(assignment_id, root)
+    source = _by_grade_id(nbformat.read(a.source_path(root), as_version=4))
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = strip_markers(source[meta["grade_id"]].source)
+    return nb
+
+
+def solution_region(text):
+    """The lines between the solution markers of a source cell (the whole text if unmarked)."""
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.strip() == MARKERS[0]]
+    ends = [i for i, line in enumerate(lines) if line.strip() == MARKERS[1]]
+    if not starts:
+        return None
+    return starts[0], ends[0], lines
+
+
+def apply_variant(nb, variant, assignment_id, root=ROOT):
+    """A copy of the reference submission ``nb`` with ``variant`` applied to its cell."""
+    nb = copy.deepcopy(nb)
+    cell = _by_grade_id(nb).get(variant.cell)
+    if cell is None:
+        raise KeyError(f"{variant.name}: no cell with grade_id {variant.cell!r}")
+    if variant.code is not None:
+        source = _by_grade_id(nbformat.read(BY_ID[assignment_id].source_path(root), as_version=4))[variant.cell]
+        start, end, lines = solution_region(source.source)
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+        body = [indent + line if line else line for line in variant.code.strip("\n").split("\n")]
+        cell.source = "\n".join(lines[:start] + body + lines[end + 1:])
+    else:
+        count = cell.source.count(variant.find)
+        if count != 1:
+            raise ValueError(f"{variant.name}: {variant.find!r} occurs {count} times in cell {variant.cell!r}")
+        cell.source = cell.source.replace(variant.find, variant.replace)
+    return nb
+
+
+def _api(course_root, db_url=None):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    use_venv_path()
+    config = Config()
+    config.CourseDirectory.root = str(course_root)
+    config.Exchange.root = str(Path(course_root) / "exchange")
+    if db_url:
+        config.CourseDirectory.db_url = db_url
+    config.ExecutePreprocessor.timeout = 120
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def autograde(assignment_id, submissions, course_root, db_url=None):
+    """Grade ``{student: notebook}`` with plain nbgrader; return ``{student: {grade_id: (score, max)}}``.
+
+    ``course_root`` is a fresh scratch folder; the assignment's source notebook is copied in
+    and released there first, so the gradebook knows its cells.
+    """
+    a = BY_ID[assignment_id]
+    course_root = Path(course_root)
+    src = course_root / "source" / a.id
+    if src.exists():
+        shutil.rmtree(src)
+    shutil.copytree(ROOT / "source" / a.id, src)
+    api = _api(course_root, db_url)
+    result = api.generate_assignment(a.id, force=True, create=True)
+    if not result["success"]:
+        raise RuntimeError(result.get("error") or result.get("log"))
+    for student, nb in submissions.items():
+        path = course_root / "submitted" / student / a.id / f"{a.notebook}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, path)
+        result = api.autograde(a.id, student, force=True, create=True)
+        if not result["success"]:
+            raise RuntimeError(f"autograde of {student} failed:\n{result.get('error') or result.get('log')}")
+    return read_grades(api, a)
+
+
+def read_grades(api, assignment):
+    """Every autograded cell's (score, max_score) per student, from the gradebook."""
+    out = {}
+    with api.gradebook as gb:
+        for sub in gb.assignment_submissions(assignment.id):
+            nb = gb.find_submission_notebook(assignment.notebook, assignment.id, sub.student.id)
+            out[sub.student.id] = {g.name: (g.score, g.max_score) for g in nb.grades if g.auto_score is not None
+                                   or g.cell.cell_type == "code"}
+    return out
