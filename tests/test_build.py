@@ -1,0 +1,146 @@
+"""The generated layers are fresh, deterministic, leak-free and valid for nbgrader."""
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.nbgraderformat import MetadataValidator
+
+from autograder import build
+from autograder.course import ROOT, authored
+
+UNITS = authored()
+IDS = [a.id for a in UNITS]
+
+
+def _code_lines(text):
+    """Lines worth looking for elsewhere: long enough to be specific, not a signature or import."""
+    out = set()
+    for line in text.splitlines():
+        s = line.strip()
+        if len(s) < 30 or s.startswith(("def ", "class ", "#", "import ", "from ", "@", '"""', "'''")):
+            continue
+        out.add(s)
+    return out
+
+
+def _solution_lines(nb):
+    lines = set()
+    for cell in nb.cells:
+        inside = False
+        for line in cell.source.splitlines():
+            if line.strip() in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS"):
+                inside = True
+            elif line.strip() in ("### END SOLUTION", "### END HIDDEN TESTS"):
+                inside = False
+            elif inside:
+                lines |= _code_lines(line)
+    return lines
+
+
+def test_committed_source_and_release_are_fresh():
+    assert build.stale(UNITS) == [], "run `make build` and commit source/ and release/"
+
+
+def test_build_is_deterministic():
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        build.build_into(UNITS, one)
+        build.build_into(UNITS, two)
+        files = sorted(p.relative_to(one) for p in Path(one).rglob("*.ipynb"))
+        assert files
+        for f in files:
+            assert (Path(one) / f).read_bytes() == (Path(two) / f).read_bytes(), f
+
+
+@pytest.mark.parametrize("aid", IDS)
+def test_release_contains_no_solution_hidden_test_or_engine_ref(aid):
+    a = next(u for u in UNITS if u.id == aid)
+    release = nbformat.read(a.release_path(), as_version=4)
+    text = json.dumps([c.source for c in release.cells])
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "engine_ref"):
+        assert marker not in text, f"{marker!r} in {a.release_path()}"
+    release_lines = set()
+    for cell in release.cells:
+        release_lines |= {line.strip() for line in cell.source.splitlines()}
+    source = nbformat.read(a.source_path(), as_version=4)
+    leaked = _solution_lines(source) & release_lines
+    assert not leaked, f"solution or hidden-test lines in the release: {sorted(leaked)[:5]}"
+    engine_lines = set()
+    for path in (ROOT / "engine_ref").glob("*.py"):
+        engine_lines |= _code_lines(path.read_text())
+    copied = engine_lines & release_lines
+    assert not copied, f"engine_ref lines in the release: {sorted(copied)[:5]}"
+
+
+def test_model_answers_are_not_released():
+    for a in UNITS:
+        source = nbformat.read(a.source_path(), as_version=4)
+        release = nbformat.read(a.release_path(), as_version=4)
+        answers = [c.source for c in source.cells
+                   if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("solution")]
+        text = "\n".join(c.source for c in release.cells)
+        for answer in answers:
+            assert answer.strip() not in text
+
+
+@pytest.mark.parametrize("aid", IDS)
+def test_source_metadata_is_valid_for_nbgrader(aid):
+    a = next(u for u in UNITS if u.id == aid)
+    nb = nbformat.read(a.source_path(), as_version=4)
+    MetadataValidator().validate_nb(nb)
+    metas = [c.metadata["nbgrader"] for c in nb.cells if "nbgrader" in c.metadata]
+    ids = [m["grade_id"] for m in metas]
+    assert len(ids) == len(set(ids)), "duplicate grade_id"
+    for m in metas:
+        assert m["schema_version"] == 3
+        if m["grade"]:
+            assert m.get("points", 0) > 0, f"{m['grade_id']} is graded but has no points"
+    assert sum(m.get("points", 0) for m in metas if m["grade"]) == 100, "each assignment is worth 100 points"
+
+
+@pytest.mark.parametrize("aid", IDS)
+def test_task_ids_match_headings_and_tests(aid):
+    """Every exercise's ID is its solution cell's grade_id, its test cell's grade_id and a heading."""
+    a = next(u for u in UNITS if u.id == aid)
+    nb = nbformat.read(a.source_path(), as_version=4)
+    ids = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata}
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for cell in nb.cells:
+        m = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and m.get("solution") and m.get("grade_id"):
+            task = m["grade_id"]
+            assert f"test_{task}" in ids, f"solution cell {task} has no test cell test_{task}"
+            assert re.search(rf"`{re.escape(task)}`", prose), f"no heading or prose names `{task}`"
+
+
+@pytest.mark.parametrize("aid", IDS)
+def test_solution_marker_follows_the_docstring(aid):
+    a = next(u for u in UNITS if u.id == aid)
+    nb = nbformat.read(a.source_path(), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("solution"):
+            continue
+        src = cell.source
+        if src.lstrip().startswith("def ") and "### BEGIN SOLUTION" in src:
+            head = src.split("### BEGIN SOLUTION")[0]
+            assert '"""' in head, f"{cell.metadata['nbgrader']['grade_id']}: docstring must precede BEGIN SOLUTION"
+
+
+@pytest.mark.parametrize("aid", IDS)
+def test_test_cells_do_not_end_in_a_bare_expression(aid):
+    """nbgrader gives full marks to a cell whose last line is a bare boolean, whatever its value."""
+    import ast
+
+    a = next(u for u in UNITS if u.id == aid)
+    nb = nbformat.read(a.source_path(), as_version=4)
+    for cell in nb.cells:
+        m = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and m.get("grade") and not m.get("solution"):
+            body = ast.parse(cell.source).body
+            last = body[-1]
+            bare = isinstance(last, ast.Expr) and not isinstance(last.value, ast.Call)
+            assert not bare, f"{m['grade_id']} ends in a bare expression"
+            assert not any(isinstance(n, ast.Expr) and isinstance(n.value, (ast.Compare, ast.BoolOp))
+                           for n in body), f"{m['grade_id']} has a bare comparison; use assert"

@@ -1,0 +1,172 @@
+"""autograder.checks: oracles that fail for wrong answers, explain themselves, and can't be fooled."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from autograder import checks
+
+
+def softmax(z, axis=-1):
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def naive_softmax(z, axis=-1):
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(z)
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def torch_softmax(z, axis=-1):
+    return torch.softmax(torch.from_numpy(z), axis).numpy()
+
+
+class Mul:
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad * b, grad * a
+
+
+class MulNoGrad(Mul):
+    """Forgets the incoming gradient: right only for an upstream of ones."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return b, a
+
+
+EXTREME = [checks.case("float32 logits of magnitude 1e3", checks.randn(0, 4, 5, dtype=np.float32) * 1000)]
+PAIRS = checks.random_cases(0, [((3, 4), (3, 4)), ((), ()), ((1, 5), (1, 5))])
+
+
+def test_a_correct_solution_passes_quietly(capfd):
+    checks.against_torch("softmax", softmax, "softmax", EXTREME)
+    checks.check_function("Mul", Mul, "mul", PAIRS, saves=lambda a, b, out: [(a, b)])
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_overflow_fails_with_a_hint():
+    with pytest.raises(checks.CheckFailure, match="(?i)shift by the maximum"):
+        checks.against_torch("softmax", naive_softmax, "softmax", EXTREME)
+
+
+def test_the_message_names_task_case_index_expected_and_got():
+    wrong = lambda z, axis=-1: softmax(z, axis) * 2  # noqa: E731
+    with pytest.raises(checks.CheckFailure) as info:
+        checks.against_torch("softmax", wrong, "softmax", [checks.case("small", checks.randn(1, 2, 3))])
+    msg = str(info.value)
+    for part in ("[softmax]", "case 'small'", "array(2, 3) float64", "Worst at index", "expected", "got",
+                 "same factor 2"):
+        assert part in msg
+
+
+def test_forgetting_the_upstream_gradient_fails():
+    with pytest.raises(checks.CheckFailure, match="grad of input 0"):
+        checks.check_function("Mul", MulNoGrad, "mul", PAIRS)
+
+
+def test_an_unreduced_broadcast_gradient_gets_the_broadcast_hint():
+    def linear_backward(x, W, b, grad):
+        return grad @ W, grad.T @ x, grad.sum(axis=0, keepdims=True)
+
+    with pytest.raises(checks.CheckFailure, match="did you sum over the broadcast axes"):
+        checks.check_vjp("linear_backward", linear_backward, "linear", checks.random_cases(3, [((5, 3), (4, 3), (4,))]))
+
+
+def test_saving_the_wrong_values_fails():
+    class MulSavesOutput(Mul):
+        @staticmethod
+        def forward(ctx, a, b):
+            out = a * b
+            ctx.save_for_backward(out)
+            return out
+
+    with pytest.raises(checks.CheckFailure, match="should save"):
+        checks.check_function("Mul", MulSavesOutput, "mul", PAIRS, saves=lambda a, b, out: [(a, b)])
+
+
+@pytest.mark.parametrize("cheat", [torch_softmax], ids=["torch"])
+def test_delegating_to_torch_fails(cheat):
+    with pytest.raises(checks.CheckFailure, match="NumPy only"):
+        checks.against_torch("softmax", cheat, "softmax", EXTREME)
+
+
+def test_delegating_to_engine_ref_fails():
+    engine_ref = pytest.importorskip("engine_ref")
+    if not hasattr(engine_ref, "softmax"):
+        pytest.skip("engine_ref.softmax not available")
+    with pytest.raises(checks.CheckFailure, match="engine_ref"):
+        checks.against_torch("softmax", lambda z, axis=-1: engine_ref.softmax(z, axis), "softmax", EXTREME)
+
+
+def test_rebinding_numpy_and_torch_comparisons_does_not_change_a_verdict(monkeypatch):
+    always = lambda *a, **k: True  # noqa: E731
+    monkeypatch.setattr(np, "allclose", always)
+    monkeypatch.setattr(np, "isclose", lambda a, b, **k: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), bool))
+    monkeypatch.setattr(np.testing, "assert_allclose", lambda *a, **k: None)
+    monkeypatch.setattr(np, "all", always)
+    monkeypatch.setattr(np, "abs", lambda x: x * 0)
+    monkeypatch.setattr(torch, "allclose", always)
+    monkeypatch.setattr(torch, "softmax", lambda z, dim: naive_softmax(z.numpy(), dim))
+    with pytest.raises(checks.CheckFailure):
+        checks.against_torch("softmax", naive_softmax, "softmax", EXTREME)
+    checks.against_torch("softmax", softmax, "softmax", EXTREME)
+
+
+def test_numerical_vjp_matches_torch_autograd():
+    x = checks.randn(4, 3, 4)
+    g = checks.randn(5, 3, 4)
+    f = lambda a: np.tanh(a) * a  # noqa: E731
+    t = torch.from_numpy(x.copy()).requires_grad_(True)
+    (torch.tanh(t) * t).backward(torch.from_numpy(g))
+    # Central differences with h = 1e-6 in float64: error below ~1e-9 for this smooth f.
+    np.testing.assert_allclose(checks.numerical_vjp(f, [x], 0, g), t.grad.numpy(), rtol=1e-6, atol=1e-8)
+
+
+def test_strided_gives_a_non_contiguous_view_with_equal_values():
+    a = checks.randn(0, 3, 4)
+    s = checks.strided(a)
+    assert not s.flags.c_contiguous and np.array_equal(s, a)
+
+
+def test_checks_work_without_engine_ref():
+    code = (
+        "import sys; sys.modules['engine_ref'] = None\n"
+        "import numpy as np\n"
+        "from autograder import checks\n"
+        "f = lambda z, axis=-1: np.exp(z - z.max(axis, keepdims=True)) / np.exp(z - z.max(axis, keepdims=True)).sum(axis, keepdims=True)\n"
+        "checks.against_torch('softmax', f, 'softmax', [checks.case('x', checks.randn(0, 3, 4))])\n"
+        "assert 'engine_ref' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
+def test_warnings_in_student_code_become_a_clear_failure():
+    def noisy(z, axis=-1):
+        import warnings
+        warnings.warn("something odd")
+        return softmax(z, axis)
+
+    with pytest.raises(checks.CheckFailure, match="emitted UserWarning"):
+        checks.against_torch("softmax", noisy, "softmax", EXTREME)
+
+
+def test_check_value_uses_a_tolerance():
+    checks.check_value("ce", "loss_p09", 0.105, -np.log(0.9), atol=1e-3)
+    with pytest.raises(checks.CheckFailure):
+        checks.check_value("ce", "loss_p09", 0.2, -np.log(0.9), atol=1e-3)
+    with pytest.raises(checks.CheckFailure, match="set `loss_p09`"):
+        checks.check_value("ce", "loss_p09", None, -np.log(0.9))
