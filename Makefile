@@ -20,7 +20,7 @@ demo: venv
 	$(PY) -m autograder demo
 
 test: venv
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
 build: venv
 	$(PY) -m autograder.build
