@@ -85,6 +85,7 @@ OPS = {  # name -> (Function, torch oracle, cases, saves)
                   [checks.case("(3, 4)", rand(0, 3, 4), dim0=0, dim1=1),
                    checks.case("(2, 3, 4) outer", rand(1, 2, 3, 4), dim0=0, dim1=2),
                    checks.case("negative dims", rand(2, 2, 1, 4), dim0=-1, dim1=0),
+                   checks.case("inner dims of 3", rand(4, 2, 3, 4), dim0=1, dim1=2),
                    checks.case("same dim", rand(3, 5), dim0=0, dim1=0)],
                   lambda a, out, dim0, dim1: [()]),
     "Index": (ad.Index, lambda a, index: a[index],
@@ -154,7 +155,17 @@ def test_cross_entropy_with_every_target_ignored_is_nan_with_zero_grads_like_tor
     assert np.array_equal(x.grad, tx.grad.numpy())  # exact: all zeros on both sides
 
 
+def test_relu_gradient_at_the_kink_is_zero_like_torch():
+    a, g = np.array([-1.0, 0.0, 2.0, -0.0]), rand(0, 4)
+    x, tx = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    x.relu().backward(g)
+    tx.relu().backward(torch.from_numpy(g))
+    # No finite differences here: at 0 they average the one-sided slopes 0 and 1.
+    assert np.array_equal(x.grad, tx.grad.numpy())  # exact: each entry is 0 or g
+
+
 def test_cross_entropy_saves_no_alias_of_the_logits():
+
     logits = rand(0, 4, 3)
     ctx = checks.RecordingContext()
     ad.CrossEntropy.forward(ctx, logits, np.array([0, 1, 2, 0]))
