@@ -9,6 +9,13 @@ Notation: ``x`` is an input, ``W`` a weight of shape ``(out, in)``, ``b`` a bias
 """
 import numpy as np
 
+__all__ = [
+    "linear", "relu", "sigmoid", "silu", "gelu_tanh", "mlp_logits", "linear_backward", "relu_backward",
+    "sigmoid_backward", "tanh_backward", "collapse_linear_stack", "mlp_parameter_count", "logsumexp", "softmax",
+    "log_softmax", "naive_softmax", "cross_entropy", "cross_entropy_backward", "binary_cross_entropy_with_logits",
+    "mse_loss", "l1_loss",
+]
+
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 _GELU_KAPPA = 0.044715
 _REDUCTIONS = ("none", "mean", "sum")

@@ -14,6 +14,11 @@ differences, using torch's test :math:`|a - n| \le \text{atol} + \text{rtol}\,|n
 """
 import numpy as np
 
+__all__ = [
+    "GradcheckError", "numerical_gradient", "numerical_vjp", "relative_error", "gradcheck", "step_size_sweep",
+    "kink_mask",
+]
+
 
 class GradcheckError(AssertionError):
     """An analytic gradient that disagrees with central differences.

@@ -19,6 +19,11 @@ Invalid arguments raise ``IndexError`` for a dimension out of range (as torch do
 """
 import numpy as np
 
+__all__ = [
+    "contiguous_strides", "element_offset", "is_contiguous", "transpose_layout", "permute_layout", "slice_layout",
+    "expand_layout", "view_strides", "read_through_layout", "shares_storage",
+]
+
 
 def _ints(values):
     return tuple(int(v) for v in values)
