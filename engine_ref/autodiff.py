@@ -3,8 +3,9 @@
 The design follows ``torch.autograd.Function`` (and tinygrad):
 
 * an op is a ``Function`` subclass with two static methods. ``forward(ctx, *arrays, **options)``
-  computes on NumPy arrays and keeps on ``ctx`` what backward needs: arrays and shapes through
-  ``ctx.save_for_backward``, options (``axis``, ``reduction``...) as ``ctx`` attributes.
+  computes on NumPy arrays and keeps on ``ctx`` what backward needs: the values it saves (the
+  arrays, and the shapes the spec's table lists) through ``ctx.save_for_backward``; options
+  (``axis``, ``reduction``...) and other metadata as plain ``ctx`` attributes.
   ``backward(ctx, grad)`` takes the gradient of the loss with respect to the output and returns
   one gradient per positional forward argument, in order (``None`` for one that needs none);
 * ``Function.apply(*tensors, **options)`` runs forward on the tensors' arrays and, when an input
@@ -53,7 +54,12 @@ def no_grad():
 
 
 class Context:
-    """What one application of a ``Function`` keeps between forward and backward."""
+    """What one application of a ``Function`` keeps between forward and backward.
+
+    ``function`` and ``inputs`` (the input tensors) are the graph edge that ``apply`` records;
+    forward adds its saved values and its option attributes.
+    """
+
 
     def __init__(self, function=None, inputs=()):
         self.function = function

@@ -15,6 +15,8 @@ A view shares the ``VersionCounter`` of its base, because an edit through either
 """
 from contextlib import contextmanager
 
+__all__ = ["SAVE_MODES", "VersionCounter", "get_save_mode", "set_save_mode", "save_mode"]
+
 SAVE_MODES = ("check", "copy", "unchecked")
 _save_mode = "check"
 
