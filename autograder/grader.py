@@ -1,0 +1,187 @@
+"""``autograder grade``: every submission of one assignment, in parallel, sandboxed, resumable.
+
+The work of grading one notebook is nbgrader's own ``autograde`` (see :mod:`autograder.worker`).
+This module decides what needs grading and runs it on a pool of worker processes:
+
+* **Parallel.** ``workers`` processes (default: one per core), each importing nbgrader once.
+* **Bounded.** A notebook that runs past ``timeout`` seconds has its worker (and, through the
+  sandbox, its kernel) killed; it is recorded as failed with that reason and a fresh worker
+  takes the next job. A worker that dies is replaced the same way. The batch always finishes.
+* **Resumable.** A submission is graded again only when its fingerprint changed: its files,
+  the source notebook, or the grader's own checks. A state row is written only after nbgrader
+  has committed the grades, so a run killed at any point and started again ends with exactly
+  one grade per submission, equal to a clean run's.
+* **One run at a time** per course and assignment (an advisory lock), so that two runs never
+  grade the same student at once.
+"""
+import fcntl
+import hashlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import state
+from .course import BY_ID, nbgrader_env
+
+PACKAGE = Path(__file__).resolve().parent
+# Changing what a check does changes every grade: these files are part of each fingerprint.
+GRADER_FILES = ("checks.py", "oracles.py")
+
+
+@dataclass
+class Options:
+    workers: int = os.cpu_count() or 1
+    timeout: float = 300.0
+    cell_timeout: int = 60
+    memory_mb: int = 2048
+    nproc: int = 128
+    db_url: str = None
+    force: bool = False
+    progress: bool = True
+
+
+def fingerprint(submission_dir, source_notebook):
+    """A digest of everything a grade depends on: the submission, the source notebook, the checks."""
+    h = hashlib.sha256()
+    files = sorted(p for p in Path(submission_dir).rglob("*") if p.is_file())
+    for p in files + [Path(source_notebook)] + [PACKAGE / f for f in GRADER_FILES]:
+        h.update(str(p.relative_to(submission_dir) if p in files else p.name).encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def plan(course_root, assignment_id, db_url, force=False):
+    """The jobs to run and the students whose recorded grade is still current."""
+    a = BY_ID[assignment_id]
+    root = Path(course_root)
+    source = root / "source" / a.id / f"{a.notebook}.ipynb"
+    done = state.load(db_url, a.id)
+    jobs, current = [], []
+    for sub in sorted(root.glob(f"submitted/*/{a.id}")):
+        if not sub.is_dir():
+            continue
+        student = sub.parent.name
+        fp = fingerprint(sub, source)
+        if not force and student in done and done[student].fingerprint == fp:
+            current.append(student)
+            continue
+        jobs.append(dict(course_root=str(root), assignment=a.id, notebook=a.notebook, student=student,
+                         fingerprint=fp, db_url=db_url))
+    return jobs, current
+
+
+@contextmanager
+def _run_lock(course_root, assignment_id):
+    path = Path(course_root) / ".autograder" / f"grade-{assignment_id}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"another `autograder grade {assignment_id}` is running on {course_root}") from None
+        yield
+
+
+class _Worker:
+    """A worker process, the job it is on, and when that job started."""
+
+    def __init__(self, log):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=log, env=nbgrader_env(), start_new_session=True, text=True, bufsize=1)
+        self.job = None
+        self.started = 0.0
+
+    def send(self, job):
+        self.job, self.started = job, time.monotonic()
+        self.proc.stdin.write(json.dumps(job) + "\n")
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+def _fail(job, reason, seconds):
+    record = state.Record(job["student"], job["fingerprint"], "failed", reason, seconds)
+    state.save(job["db_url"], job["assignment"], record)
+
+
+def grade(course_root, assignment_id, options=None):
+    """Grade every submission of ``assignment_id`` under ``course_root``; return ``{student: Record}``."""
+    options = options or Options()
+    root = Path(course_root).resolve()
+    db_url = options.db_url or state.sqlite_url(root)
+    with _run_lock(root, assignment_id):
+        jobs, _ = plan(root, assignment_id, db_url, options.force)
+        for job in jobs:
+            job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc)
+        _run(root, jobs, options)
+    return state.load(db_url, assignment_id)
+
+
+def _progress(total, enabled):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="nb", disable=not enabled or total == 0, dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
+
+
+def _run(root, jobs, options):
+    log_dir = root / ".autograder" / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    queue = list(jobs)
+    sel = selectors.DefaultSelector()
+    with open(log_dir / "workers.log", "a") as log, _progress(len(jobs), options.progress) as bar:
+        workers = []
+
+        def start_worker():
+            w = _Worker(log)
+            sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+            workers.append(w)
+            if queue:
+                w.send(queue.pop(0))
+
+        def retire(w):
+            sel.unregister(w.proc.stdout)
+            workers.remove(w)
+            w.kill()
+
+        for _ in range(min(options.workers, len(queue))):
+            start_worker()
+        while any(w.job for w in workers):
+            for key, _ in sel.select(timeout=1.0):
+                w = key.data
+                line = w.proc.stdout.readline()
+                job, w.job = w.job, None
+                if line:
+                    bar.update(1)
+                    if queue:
+                        w.send(queue.pop(0))
+                    continue
+                _fail(job, "the grading worker crashed while running this notebook", time.monotonic() - w.started)
+                bar.update(1)
+                retire(w)
+                if queue:
+                    start_worker()
+            now = time.monotonic()
+            for w in [w for w in workers if w.job and now - w.started > options.timeout]:
+                _fail(w.job, f"the notebook ran for more than {options.timeout:g} s and was stopped", now - w.started)
+                bar.update(1)
+                w.job = None
+                retire(w)
+                if queue:
+                    start_worker()
+        for w in list(workers):
+            w.proc.stdin.close()
+            w.proc.wait()
+            sel.unregister(w.proc.stdout)

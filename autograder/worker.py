@@ -1,0 +1,104 @@
+"""One grading worker: ``python -m autograder.worker``, driven by :mod:`autograder.grader`.
+
+It reads jobs, one JSON object a line, on stdin, grades each with ``NbGraderAPI.autograde``
+(nbgrader is imported once per worker, not once per notebook), records the outcome in the
+state table, and answers with one JSON line per job on its protocol channel. Everything else
+that nbgrader, jupyter or a kernel may print goes to stderr, never into the protocol.
+
+A job is graded only after a check outside any kernel: a missing notebook, invalid JSON or an
+old notebook format is reported with a reason instead of being run.
+"""
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+
+def check_submission(submission_dir, notebook):
+    """None when the submission can be run, else the reason it cannot, for the student."""
+    path = Path(submission_dir) / f"{notebook}.ipynb"
+    if not path.exists():
+        found = sorted(p.name for p in Path(submission_dir).glob("*.ipynb"))
+        return f"no notebook named {path.name} in the submission" + (f" (found: {', '.join(found)})" if found else "")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{path.name} is not a valid notebook file (not valid JSON: {exc})"
+    if not isinstance(raw, dict) or "cells" not in raw and "worksheets" not in raw:
+        return f"{path.name} is not a notebook (no cells)"
+    if raw.get("nbformat") != 4:
+        return (f"{path.name} uses notebook format {raw.get('nbformat')}; the course needs format 4 "
+                "(open it in JupyterLab and save it again)")
+    try:
+        nbformat.validate(nbformat.from_dict(raw))
+    except nbformat.ValidationError as exc:
+        return f"{path.name} is not a valid format-4 notebook: {exc.message}"
+    return None
+
+
+def failure_reason(result):
+    """A one-line reason from a failed NbGraderAPI result."""
+    text = (result.get("error") or "") + "\n" + (result.get("log") or "")
+    for needle, reason in (("DeadKernelError", "the kernel died (the notebook exited or crashed its kernel)"),
+                           ("Kernel died", "the kernel died (the notebook exited or crashed its kernel)"),
+                           ("CellTimeoutError", "a cell ran past the time limit"),
+                           ("MemoryError", "the notebook ran out of memory")):
+        if needle in text:
+            return reason
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "nbgrader could not grade the notebook: " + (lines[-1] if lines else "unknown error")
+
+
+def grade_one(job):
+    """Grade one submission and save its state row; return the state record as a dict."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    from . import audit, sandbox, state
+
+    started = time.perf_counter()
+    root = Path(job["course_root"])
+    submission = root / "submitted" / job["student"] / job["assignment"]
+    reason = check_submission(submission, job["notebook"])
+    flags = audit.audit_submission_dir(submission, root / "source" / job["assignment"] / f"{job['notebook']}.ipynb")
+    if reason is None:
+        config = Config()
+        config.CourseDirectory.root = str(root)
+        config.CourseDirectory.db_url = job["db_url"]
+        config.Execute.timeout = job["cell_timeout"]
+        sandbox.configure(config, job)
+        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        result = api.autograde(job["assignment"], job["student"], force=True, create=True)
+        if not result["success"]:
+            reason = failure_reason(result)
+    record = state.Record(job["student"], job["fingerprint"], "failed" if reason else "graded", reason or "",
+                          time.perf_counter() - started, [dataclasses.asdict(f) for f in flags])
+    state.save(job["db_url"], job["assignment"], record)
+    return record.__dict__
+
+
+def _die_with_parent():
+    """Linux: have the kernel SIGKILL this worker when the grader that started it dies."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def main():
+    _die_with_parent()
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else printed to stdout lands on stderr
+    for line in sys.stdin:
+        job = json.loads(line)
+        channel.write(json.dumps(grade_one(job)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
