@@ -9,8 +9,8 @@ The design follows ``torch.autograd.Function`` (and tinygrad):
   ``backward(ctx, grad)`` takes the gradient of the loss with respect to the output and returns
   one gradient per positional forward argument, in order (``None`` for one that needs none);
 * ``Function.apply(*tensors, **options)`` runs forward on the tensors' arrays and, when an input
-  requires grad, links the output into the graph: ``out._ctx`` is the ``Context``, holding the
-  ``function`` and the input tensors (``ctx.inputs``);
+  requires grad, links the output into the graph: ``out.fn`` is the Function, ``out.ctx`` its
+  ``Context`` and ``out.inputs`` the input tensors (the names of the unit 1.3 notebook);
 * ``backward(root)`` walks the graph in reverse topological order and adds (``+=``) each
   gradient into the inputs' gradients, so a node reached by several paths gets the sum.
 
@@ -54,16 +54,10 @@ def no_grad():
 
 
 class Context:
-    """What one application of a ``Function`` keeps between forward and backward.
+    """What one application of a ``Function`` keeps between forward and backward: the saved
+    values, and the options and shapes that forward sets as attributes."""
 
-    ``function`` and ``inputs`` (the input tensors) are the graph edge that ``apply`` records;
-    forward adds its saved values and its option attributes.
-    """
-
-
-    def __init__(self, function=None, inputs=()):
-        self.function = function
-        self.inputs = tuple(inputs)
+    def __init__(self):
         self._saved = ()
         self._versions = ()
 
@@ -91,7 +85,7 @@ class Context:
 
 
 def _modified_message(tensor, expected):
-    origin = f", which is output 0 of {tensor._ctx.function.__name__}," if tensor._ctx else ""
+    origin = f", which is output 0 of {tensor.fn.__name__}," if tensor.fn else ""
     return (
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [Tensor {tensor.dtype} {list(tensor.shape)}]{origin} is at version "
@@ -119,12 +113,13 @@ class Function:
     def apply(cls, *args, **options):
         """Run the op on tensors (or arrays and numbers, which become constants)."""
         inputs = tuple(a if isinstance(a, Tensor) else Tensor(a) for a in args)
-        ctx = Context(cls, inputs)
+        ctx = Context()
         out = Tensor(cls.forward(ctx, *(t.data for t in inputs), **options))
         if cls.returns_view and np.may_share_memory(out.data, inputs[0].data):
             out._version_counter = inputs[0]._version_counter
         if _grad_enabled and any(t.requires_grad for t in inputs):
-            out.requires_grad, out._ctx = True, ctx
+            out.requires_grad = True
+            out.fn, out.ctx, out.inputs = cls, ctx, inputs
             ctx._guard(inputs + (out,))
         return out
 
@@ -145,7 +140,9 @@ class Tensor:
             raise RuntimeError(f"only floating point tensors can require gradients, not {self.data.dtype}")
         self.requires_grad = requires_grad
         self.grad = None
-        self._ctx = None
+        self.fn = None  # the Function that computed this tensor; None for a leaf
+        self.ctx = None  # that Function's Context
+        self.inputs = ()  # the tensors it was computed from
         share = isinstance(data, Tensor) and self.data is data.data  # an alias shares the counter
         self._version_counter = data._version_counter if share else VersionCounter()
 
@@ -154,14 +151,14 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
     _version = property(lambda self: self._version_counter.value, doc="in-place edits seen so far")
-    is_leaf = property(lambda self: self._ctx is None)
+    is_leaf = property(lambda self: self.fn is None)
 
     def __len__(self):
         return len(self.data)
 
     def __repr__(self):
         body = np.array2string(self.data, separator=", ", prefix="Tensor(")
-        extra = f", grad_fn=<{self._ctx.function.__name__}>" if self._ctx else ", requires_grad=True" if self.requires_grad else ""
+        extra = f", fn={self.fn.__name__}" if self.fn else ", requires_grad=True" if self.requires_grad else ""
         return f"Tensor({body}{extra})"
 
     def numpy(self):
@@ -238,7 +235,7 @@ class Tensor:
     # ---- in-place edits: each bumps the version counter shared with views
     def _edited(self):
         if self.requires_grad and _grad_enabled:
-            if self._ctx is None:
+            if self.fn is None:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
             raise RuntimeError("this engine does not record in-place ops: edit a tensor that is part of a graph only under no_grad()")
         self._version_counter.bump()
@@ -283,7 +280,7 @@ def topological_order(root):
         elif id(node) not in seen:
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((t, False) for t in (node._ctx.inputs if node._ctx else ()) if id(t) not in seen)
+            stack.extend((t, False) for t in node.inputs if id(t) not in seen)
     return order
 
 
@@ -308,20 +305,20 @@ def backward(root, grad=None):
         grad = grads.pop(id(node), None)
         if grad is None:
             continue
-        if node._ctx is None:
+        if node.fn is None:
             if node.grad is None:
                 node.grad = np.zeros(node.shape, node.dtype)
             node.grad += grad
             continue
-        ctx = node._ctx
-        input_grads = ctx.function.backward(ctx, grad)
+        input_grads = node.fn.backward(node.ctx, grad)
         input_grads = input_grads if isinstance(input_grads, tuple) else (input_grads,)
-        if len(input_grads) != len(ctx.inputs):
-            raise RuntimeError(f"function {ctx.function.__name__}.backward returned an incorrect number of "
-                               f"gradients (expected {len(ctx.inputs)}, got {len(input_grads)})")
-        for index, (tensor, input_grad) in enumerate(zip(ctx.inputs, input_grads)):
+        if len(input_grads) != len(node.inputs):
+            raise RuntimeError(f"function {node.fn.__name__}.backward returned an incorrect number of "
+                               f"gradients (expected {len(node.inputs)}, got {len(input_grads)})")
+        for index, (tensor, input_grad) in enumerate(zip(node.inputs, input_grads)):
             if tensor.requires_grad and input_grad is not None:
-                _accumulate(grads, tensor, input_grad, ctx.function, index)
+                _accumulate(grads, tensor, input_grad, node.fn, index)
+
 
 
 def _accumulate(grads, tensor, grad, function, index):

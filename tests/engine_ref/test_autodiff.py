@@ -263,7 +263,7 @@ def test_topological_order_lists_every_node_once_after_its_inputs():
     assert len(order) == len({id(n) for n in order})
     position = {id(n): i for i, n in enumerate(order)}
     for node in order:
-        for parent in (node._ctx.inputs if node._ctx else ()):
+        for parent in node.inputs:
             assert position[id(parent)] < position[id(node)]
     assert order[-1] is root
     assert {id(x), id(y)} <= set(position)
@@ -329,10 +329,10 @@ def test_only_leaves_that_require_grad_get_a_grad():
 
 def test_no_graph_without_grad_and_inside_no_grad():
     x = Tensor(rand(0, 3), requires_grad=True)
-    assert (Tensor(rand(1, 3)) * 2)._ctx is None
+    assert (Tensor(rand(1, 3)) * 2).fn is None
     with ad.no_grad():
         y = x * x
-    assert y._ctx is None and not y.requires_grad
+    assert y.fn is None and y.ctx is None and not y.requires_grad
     assert ad.is_grad_enabled()
 
 

@@ -225,9 +225,9 @@ def test_copy_mode_copies_only_what_aliases_an_input_or_output():
     with save_mode("copy"):
         y = w * x
         r = w.relu()
-    a, b = y._ctx.saved_tensors
+    a, b = y.ctx.saved_tensors
     assert not np.shares_memory(a, w.data) and not np.shares_memory(b, x.data)
-    (mask,) = r._ctx.saved_tensors
+    (mask,) = r.ctx.saved_tensors
     assert mask.dtype == bool  # a fresh array of ReLU's own: kept as it is
 
 
