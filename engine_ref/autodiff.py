@@ -168,7 +168,7 @@ class Tensor:
         return self.data
 
     def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.numpy(), dtype=dtype)
+        return np.array(self.numpy(), dtype=dtype, copy=copy)
 
     def item(self):
         return self.data.item()
@@ -233,30 +233,37 @@ class Tensor:
         return Index.apply(self, index=_plain_index(index))
 
     # ---- in-place edits: each bumps the version counter shared with views
-    def _edited(self):
+    def _check_in_place(self):
         if self.requires_grad and _grad_enabled:
             if self.fn is None:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
             raise RuntimeError("this engine does not record in-place ops: edit a tensor that is part of a graph only under no_grad()")
-        self._version_counter.bump()
-        return self
 
     def add_(self, other, alpha=1):
         """``self += alpha * other`` in place (``alpha`` as in ``torch.Tensor.add_``)."""
+        self._check_in_place()
         other = other.data if isinstance(other, Tensor) else other
-        self._edited().data += other if alpha == 1 else alpha * np.asarray(other)
+        self.data += other if alpha == 1 else alpha * np.asarray(other)
+        self._version_counter.bump()
         return self
 
     def mul_(self, other):
-        self._edited().data *= other.data if isinstance(other, Tensor) else other
+        self._check_in_place()
+        self.data *= other.data if isinstance(other, Tensor) else other
+        self._version_counter.bump()
         return self
 
     def zero_(self):
-        self._edited().data[...] = 0
+        self._check_in_place()
+        self.data[...] = 0
+        self._version_counter.bump()
         return self
 
     def __setitem__(self, index, value):
-        self._edited().data[_plain_index(index)] = value.data if isinstance(value, Tensor) else value
+        self._check_in_place()
+        self.data[_plain_index(index)] = value.data if isinstance(value, Tensor) else value
+        self._version_counter.bump()
+
 
 
 def _plain_index(index):

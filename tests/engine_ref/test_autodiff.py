@@ -436,3 +436,9 @@ def test_only_floating_tensors_can_require_grad():
 def test_numpy_ufuncs_refuse_tensors_instead_of_leaving_the_graph():
     with pytest.raises(TypeError):
         np.exp(Tensor(rand(0, 3), requires_grad=True))
+
+
+def test_numpy_conversion_copies_when_asked_like_torch():
+    t = Tensor(rand(0, 3))
+    assert np.shares_memory(np.asarray(t), t.data)  # no copy needed
+    assert not np.shares_memory(np.array(t), t.data)  # np.array copies by default

@@ -238,3 +238,12 @@ def test_save_mode_validates_and_restores():
         with save_mode("unchecked"):
             raise KeyError("inside")
     assert get_save_mode() == "check"
+
+
+def test_failed_in_place_edit_does_not_count():
+    x, t = Tensor(np.zeros(3)), torch.zeros(3, dtype=torch.float64)
+    with pytest.raises(ValueError):
+        x.add_(np.ones(4))  # does not broadcast to (3,)
+    with pytest.raises(RuntimeError):
+        t.add_(torch.ones(4, dtype=torch.float64))
+    assert x._version == t._version == 0
