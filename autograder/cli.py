@@ -4,7 +4,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import build, catalogue, grading
+from . import build, catalogue, grader, grading
 from .course import ROOT, select
 
 
@@ -56,6 +56,21 @@ def demo(args):
     print(f"\ngradebook: {out / 'gradebook.db'}")
 
 
+def grade(args):
+    options = grader.Options(workers=args.workers, timeout=args.timeout, cell_timeout=args.cell_timeout,
+                             memory_mb=args.memory, nproc=args.nproc, db_url=args.db, force=args.force,
+                             progress=not args.quiet)
+    started = time.perf_counter()
+    records = grader.grade(args.course, args.id, options)
+    elapsed = time.perf_counter() - started
+    failed = {s: r for s, r in records.items() if r.status != "graded"}
+    flagged = {s: r for s, r in records.items() if r.flags}
+    print(f"{args.id}: {len(records)} submission(s) on record, {len(failed)} could not be graded, "
+          f"{len(flagged)} flagged by the integrity audit ({elapsed:.1f} s)")
+    for student, r in sorted(failed.items()):
+        print(f"  {student}: {r.reason}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -69,6 +84,23 @@ def main(argv=None):
     p.add_argument("ids", nargs="*", help="assignment ids (default: every authored unit)")
     p.add_argument("--check", action="store_true", help="only report committed notebooks that are stale")
     p.set_defaults(func=lambda a: build.main(a.ids + (["--check"] if a.check else [])))
+
+    p = sub.add_parser("grade", help="autograde every submission of one assignment, in parallel and sandboxed")
+    p.add_argument("id", help="assignment id, e.g. 1.2-softmax-cross-entropy")
+    p.add_argument("--course", default=".", help="the nbgrader course directory (holds source/, submitted/, gradebook.db)")
+    p.add_argument("--workers", type=int, default=grader.Options.workers,
+                   help="parallel grading processes (default: the number of cores)")
+    p.add_argument("--timeout", type=float, default=grader.Options.timeout,
+                   help="wall-clock seconds one notebook may run before it is stopped and scored 0")
+    p.add_argument("--cell-timeout", type=int, default=grader.Options.cell_timeout,
+                   help="seconds one cell may run before it is interrupted")
+    p.add_argument("--memory", type=int, default=grader.Options.memory_mb, help="memory limit per kernel, in MB")
+    p.add_argument("--nproc", type=int, default=grader.Options.nproc, help="process limit per kernel")
+    p.add_argument("--db", default=None,
+                   help="gradebook URL (default: sqlite:///<course>/gradebook.db; postgresql://... works the same)")
+    p.add_argument("--force", action="store_true", help="regrade every submission, not only the changed ones")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=grade)
 
     args = parser.parse_args(argv)
     args.func(args)
