@@ -90,15 +90,14 @@ def _api(course_root, db_url=None):
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 
-def autograde(assignment_id, submissions, course_root, db_url=None):
-    """Grade ``{student: notebook}`` with plain nbgrader; return ``{student: {grade_id: (score, max)}}``.
+def prepare_course(course_root, assignment_id, db_url=None):
+    """Copy the repo's source notebook into a scratch course and release it there.
 
-    ``course_root`` is a fresh scratch folder; the assignment's source notebook is copied in
-    and released there first, so the gradebook knows its cells.
+    Afterwards the course's gradebook knows the assignment and its cells. Returns the
+    ``NbGraderAPI`` for the course.
     """
     a = BY_ID[assignment_id]
-    course_root = Path(course_root)
-    src = course_root / "source" / a.id
+    src = Path(course_root) / "source" / a.id
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(ROOT / "source" / a.id, src)
@@ -106,10 +105,28 @@ def autograde(assignment_id, submissions, course_root, db_url=None):
     result = api.generate_assignment(a.id, force=True, create=True)
     if not result["success"]:
         raise RuntimeError(result.get("error") or result.get("log"))
+    return api
+
+
+def submit(course_root, assignment_id, student, nb):
+    """Write ``nb`` where nbgrader looks for the student's submission; return its path."""
+    a = BY_ID[assignment_id]
+    path = Path(course_root) / "submitted" / student / a.id / f"{a.notebook}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def autograde(assignment_id, submissions, course_root, db_url=None):
+    """Grade ``{student: notebook}`` with plain nbgrader; return ``{student: {grade_id: (score, max)}}``.
+
+    ``course_root`` is a fresh scratch folder; the assignment's source notebook is copied in
+    and released there first, so the gradebook knows its cells.
+    """
+    a = BY_ID[assignment_id]
+    api = prepare_course(course_root, assignment_id, db_url)
     for student, nb in submissions.items():
-        path = course_root / "submitted" / student / a.id / f"{a.notebook}.ipynb"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, path)
+        submit(course_root, assignment_id, student, nb)
         result = api.autograde(a.id, student, force=True, create=True)
         if not result["success"]:
             raise RuntimeError(f"autograde of {student} failed:\n{result.get('error') or result.get('log')}")
