@@ -16,7 +16,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-from .course import ROOT, select, use_venv_path
+from .course import ROOT, nbgrader_api, select
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 LANGUAGE_INFO = {"name": "python"}
@@ -51,15 +51,7 @@ def write_source(assignment, root):
 
 def generate_release(assignments, course_root):
     """Run nbgrader generate_assignment for each assignment inside ``course_root``."""
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
-    use_venv_path()
-    config = Config()
-    config.CourseDirectory.root = str(course_root)
-    config.Exchange.root = str(Path(course_root) / "exchange")
-    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    api = nbgrader_api(course_root)
     for a in assignments:
         result = api.generate_assignment(a.id, force=True, create=True)
         if not result["success"]:

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from . import build, catalogue, grader, grading
-from .course import ROOT, select
+from .course import ROOT, nbgrader_api, select
 
 
 def sample_class(aid):
@@ -40,7 +40,7 @@ def demo(args):
         started = time.perf_counter()
         scores = grading.autograde(a.id, subs, out)
         elapsed = time.perf_counter() - started
-        api = grading._api(out)
+        api = nbgrader_api(out)
         for student in subs:
             api.generate_feedback(a.id, student)
         rows = []

@@ -54,7 +54,8 @@ from nbgrader.utils import capture_log, parse_utc, temp_attrs
 from traitlets import Dict, Unicode
 
 from .course import select
-from .release import COURSE_ID, failure, nbgrader_api
+from .course import COURSE_ID, nbgrader_api
+from .release import failure
 
 LMS_REGEXP = r"""(?x) .*/
     (?P<student_id>[^/_]+)                        # the student's name or login, up to the first "_"
@@ -196,7 +197,7 @@ def _zip_collect(scratch, assignment, regexp, rule, timestamps, zip_ext):
     from nbgrader.apps.zipcollectapp import ZipCollectApp
 
     extracted = Path(scratch) / "downloaded" / assignment.id / "extracted"
-    api = nbgrader_api(scratch, Path(scratch) / "exchange", config={
+    api = nbgrader_api(scratch, config={
         "ZipCollectApp": {"collector_plugin": SubmissionCollector},
         "ExtractorPlugin": {"zip_ext": zip_ext},
         "SubmissionCollector": {"named_regexp": regexp, "extracted": str(extracted), "rule": rule,
@@ -297,7 +298,8 @@ def collect_exchange(course_root, assignment_id, exchange_root, course_id=COURSE
     assignment = select([assignment_id])[0]
     report = CollectReport(assignment.id, Path(course_root) / "submitted")
     with tempfile.TemporaryDirectory(prefix="collect-") as scratch:
-        api = nbgrader_api(scratch, Path(exchange_root).resolve(), course_id)
+        api = nbgrader_api(scratch, exchange_root=Path(exchange_root).resolve(),
+                          config={"CourseDirectory": {"course_id": course_id}})
         with temp_attrs(api.coursedir, assignment_id=assignment.id):
             lister = api.exchange.List(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
             lister.inbound = True

@@ -67,3 +67,27 @@ def nbgrader_env():
 def use_venv_path():
     """Put this interpreter's bin/ first on PATH for in-process nbgrader calls."""
     os.environ["PATH"] = nbgrader_env()["PATH"]
+
+
+COURSE_ID = "neural-computation"
+
+
+def nbgrader_api(course_root, db_url=None, exchange_root=None, config=None):
+    """An ``NbGraderAPI`` on ``course_root``: the one way this package talks to nbgrader.
+
+    Every gradebook row carries the course id ``COURSE_ID`` (PostgreSQL enforces the foreign
+    key that SQLite ignores, so an empty id fails there). ``db_url`` defaults to nbgrader's
+    ``<course_root>/gradebook.db``; the exchange to ``<course_root>/exchange``. ``config``
+    holds further settings as ``{"Class": {"trait": value}}`` or a traitlets ``Config``.
+    """
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    use_venv_path()
+    cfg = Config({"CourseDirectory": {"root": str(course_root), "course_id": COURSE_ID},
+                  "Exchange": {"root": str(exchange_root or Path(course_root) / "exchange")}})
+    if db_url:
+        cfg.CourseDirectory.db_url = db_url
+    cfg.merge(Config(config or {}))
+    return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)

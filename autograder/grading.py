@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from .course import BY_ID, ROOT, use_venv_path
+from .course import BY_ID, ROOT, nbgrader_api
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
@@ -75,21 +75,6 @@ def apply_variant(nb, variant, assignment_id, root=ROOT):
     return nb
 
 
-def _api(course_root, db_url=None):
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
-    use_venv_path()
-    config = Config()
-    config.CourseDirectory.root = str(course_root)
-    config.Exchange.root = str(Path(course_root) / "exchange")
-    if db_url:
-        config.CourseDirectory.db_url = db_url
-    config.ExecutePreprocessor.timeout = 120
-    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-
-
 def prepare_course(course_root, assignment_id, db_url=None):
     """Copy the repo's source notebook into a scratch course and release it there.
 
@@ -101,7 +86,7 @@ def prepare_course(course_root, assignment_id, db_url=None):
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(ROOT / "source" / a.id, src)
-    api = _api(course_root, db_url)
+    api = nbgrader_api(course_root, db_url)
     result = api.generate_assignment(a.id, force=True, create=True)
     if not result["success"]:
         raise RuntimeError(result.get("error") or result.get("log"))
@@ -130,15 +115,17 @@ def autograde(assignment_id, submissions, course_root, db_url=None):
         result = api.autograde(a.id, student, force=True, create=True)
         if not result["success"]:
             raise RuntimeError(f"autograde of {student} failed:\n{result.get('error') or result.get('log')}")
-    return read_grades(api, a)
+    return read_grades(api.coursedir.db_url, a.id)
 
 
-def read_grades(api, assignment):
-    """Every autograded cell's (score, max_score) per student, from the gradebook."""
+def read_grades(db_url, assignment_id):
+    """Every code cell's (score, max_score) per student who has a submission, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    a = BY_ID[assignment_id]
     out = {}
-    with api.gradebook as gb:
-        for sub in gb.assignment_submissions(assignment.id):
-            nb = gb.find_submission_notebook(assignment.notebook, assignment.id, sub.student.id)
-            out[sub.student.id] = {g.name: (g.score, g.max_score) for g in nb.grades if g.auto_score is not None
-                                   or g.cell.cell_type == "code"}
+    with Gradebook(db_url) as gb:
+        for sub in gb.assignment_submissions(a.id):
+            nb = gb.find_submission_notebook(a.notebook, a.id, sub.student.id)
+            out[sub.student.id] = {g.name: (g.score, g.max_score) for g in nb.grades if g.cell.cell_type == "code"}
     return out

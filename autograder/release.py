@@ -22,9 +22,8 @@ from pathlib import Path
 import nbformat
 
 from . import build
-from .course import ROOT, select, use_venv_path
+from .course import COURSE_ID, ROOT, nbgrader_api, select
 
-COURSE_ID = "neural-computation"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "engine_ref")
 REGION_STARTS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
 REGION_ENDS = ("### END SOLUTION", "### END HIDDEN TESTS")
@@ -100,22 +99,6 @@ def failure(result):
     return text.splitlines()[-1] if text else "nbgrader gave no reason"
 
 
-def nbgrader_api(course_root, exchange_root, course_id=COURSE_ID, config=None):
-    """An ``NbGraderAPI`` on ``course_root`` and the exchange at ``exchange_root``.
-
-    ``config`` holds further nbgrader settings, as ``{"Class": {"trait": value}}``.
-    """
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
-    use_venv_path()
-    cfg = Config({"CourseDirectory": {"root": str(course_root), "course_id": course_id},
-                  "Exchange": {"root": str(exchange_root)}})
-    cfg.merge(Config(config or {}))
-    return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)
-
-
 def _same_tree(a, b):
     """Whether two folders hold the same files with the same bytes."""
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
@@ -163,7 +146,8 @@ def release(course_root, ids=None, exchange_root=None, course_id=COURSE_ID, forc
     if problems:
         raise ReleaseError("refusing to release: the student notebooks leak instructor material:\n  "
                            + "\n  ".join(problems))
-    api = nbgrader_api(course_root, exchange_root, course_id, {"ExchangeReleaseAssignment": {"force": force}})
+    api = nbgrader_api(course_root, exchange_root=exchange_root, config={
+        "CourseDirectory": {"course_id": course_id}, "ExchangeReleaseAssignment": {"force": force}})
     released = []
     for a in assignments:
         outbound = exchange_root / course_id / "outbound" / a.id

@@ -14,8 +14,7 @@ from nbgrader.utils import parse_utc, temp_attrs
 
 from autograder import grading
 from autograder.collect import CollectError, collect
-from autograder.course import BY_ID
-from autograder.release import COURSE_ID, nbgrader_api
+from autograder.course import BY_ID, COURSE_ID, nbgrader_api
 
 AID = "1.2-softmax-cross-entropy"
 A = BY_ID[AID]
@@ -169,7 +168,7 @@ def test_zip_with_a_custom_named_regexp_takes_the_timestamp_from_the_name(tmp_pa
 
 def _student_submits(exchange, home, student, text, name=NOTEBOOK):
     """What a student does with nbgrader: fetch the assignment (once), edit it, submit it."""
-    api = nbgrader_api(home, exchange, config={
+    api = nbgrader_api(home, exchange_root=exchange, config={
         "CourseDirectory": {"student_id": student},
         "Exchange": {"assignment_dir": str(home), "cache": str(home / ".cache")},
     })
@@ -185,7 +184,7 @@ def _student_submits(exchange, home, student, text, name=NOTEBOOK):
 def test_exchange_collects_each_students_latest_submission(tmp_path):
     exchange, course = tmp_path / "exchange", tmp_path / "course"
     shutil.copytree(A.release_path().parent, A.release_path(course).parent)
-    assert nbgrader_api(course, exchange).release_assignment(AID)["success"]
+    assert nbgrader_api(course, exchange_root=exchange).release_assignment(AID)["success"]
     _student_submits(exchange, tmp_path / "alice", "alice", BLANK)
     _student_submits(exchange, tmp_path / "alice", "alice", REFERENCE)
     _student_submits(exchange, tmp_path / "bob", "bob", REFERENCE)
