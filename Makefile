@@ -25,6 +25,9 @@ test: venv
 build: venv
 	$(PY) -m autograder.build
 
+bench: venv
+	$(PY) -m autograder bench
+
 lab: venv
 	$(VENV)/bin/jupyter lab release/
 

@@ -4,18 +4,8 @@ import shutil
 import time
 from pathlib import Path
 
-from . import build, catalogue, grader, grading
+from . import bench, build, collect, grader, grading, release
 from .course import ROOT, nbgrader_api, select
-
-
-def sample_class(aid):
-    """The demo class for one unit: the reference, the blank release, one student per variant."""
-    ref = grading.reference_submission(aid)
-    subs = {"reference": ref, "blank": grading.blank_submission(aid)}
-    for v in catalogue.load(aid):
-        prefix = "mistake" if v.is_mistake else "alternative"
-        subs[f"{prefix}-{v.name}"] = grading.apply_variant(ref, v, aid)
-    return subs
 
 
 def _table(rows, headers):
@@ -35,7 +25,7 @@ def demo(args):
     print(f"building source/ and release/ for {len(assignments)} unit(s) ...", flush=True)
     build.build_into(assignments, ROOT)
     for a in assignments:
-        subs = sample_class(a.id)
+        subs = grading.sample_class(a.id)
         print(f"\n{a.id}: grading {len(subs)} submissions with nbgrader ...", flush=True)
         started = time.perf_counter()
         scores = grading.autograde(a.id, subs, out)
@@ -71,6 +61,22 @@ def grade(args):
         print(f"  {student}: {r.reason}")
 
 
+def release_cmd(args):
+    try:
+        released = release.release(args.course, args.ids, exchange_root=args.exchange, force=args.force)
+    except release.ReleaseError as exc:
+        raise SystemExit(f"release refused: {exc}") from None
+    print(f"released: {', '.join(released)}")
+
+
+def collect_cmd(args):
+    try:
+        report = collect.collect(args.course, args.id, args.source, named_regexp=args.regexp)
+    except collect.CollectError as exc:
+        raise SystemExit(f"collect failed: {exc}") from None
+    print(report.summary())
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -85,9 +91,25 @@ def main(argv=None):
     p.add_argument("--check", action="store_true", help="only report committed notebooks that are stale")
     p.set_defaults(func=lambda a: build.main(a.ids + (["--check"] if a.check else [])))
 
+    p = sub.add_parser("release", help="check source/ and release/ (no solutions, no hidden tests), then release to the exchange")
+    p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")
+    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--exchange", default=None, help="nbgrader exchange root (default: <course>/exchange)")
+    p.add_argument("--force", action="store_true", help="replace a different copy already in the exchange")
+    p.set_defaults(func=release_cmd)
+
+    p = sub.add_parser("collect", help="bring submissions into submitted/ from a folder, an LMS zip or the exchange")
+    p.add_argument("id", help="assignment id")
+    p.add_argument("--from", dest="source", required=True,
+                   help="a folder of notebooks, a zip of LMS downloads, or an nbgrader exchange root")
+    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--regexp", default=None,
+                   help="nbgrader zip_collect named regexp with a (?P<student_id>...) group, for unusual file names")
+    p.set_defaults(func=collect_cmd)
+
     p = sub.add_parser("grade", help="autograde every submission of one assignment, in parallel and sandboxed")
     p.add_argument("id", help="assignment id, e.g. 1.2-softmax-cross-entropy")
-    p.add_argument("--course", default=".", help="the nbgrader course directory (holds source/, submitted/, gradebook.db)")
+    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
     p.add_argument("--workers", type=int, default=grader.Options.workers,
                    help="parallel grading processes (default: the number of cores)")
     p.add_argument("--timeout", type=float, default=grader.Options.timeout,
@@ -101,6 +123,12 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="regrade every submission, not only the changed ones")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=grade)
+
+    p = sub.add_parser("bench", help="time plain sequential nbgrader against `autograder grade` on a synthetic class")
+    p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")
+    p.add_argument("--students", type=int, default=40, help="submissions per unit (default: 40)")
+    p.add_argument("--workers", type=int, default=None, help="workers for autograder grade (default: the number of cores)")
+    p.set_defaults(func=lambda a: bench.run(a.ids, a.students, a.workers))
 
     args = parser.parse_args(argv)
     args.func(args)

@@ -15,9 +15,24 @@ from pathlib import Path
 
 import nbformat
 
+from . import catalogue
 from .course import BY_ID, ROOT, nbgrader_api
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def sample_class(aid):
+    """The demo class for one unit: the reference, the blank release, one student per variant."""
+    ref = reference_submission(aid)
+    subs = {"reference": ref, "blank": blank_submission(aid)}
+    for v in catalogue.load(aid):
+        subs[student_name(v)] = apply_variant(ref, v, aid)
+    return subs
+
+
+def student_name(variant):
+    """The student id a catalogue variant is submitted under in a sample class."""
+    return f"{'mistake' if variant.is_mistake else 'alternative'}-{variant.name}"
 
 
 def _by_grade_id(nb):
