@@ -9,6 +9,12 @@ JOBS ?= auto
 
 .PHONY: venv demo test build lab bench clean
 venv: $(VENV)/.installed
+	@test -x /usr/bin/bwrap || test "$$(id -u)" != 0 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq bubblewrap >/dev/null; } || echo "warning: could not install bubblewrap:" \
+		"autograder grade will run student code without its sandbox"
+	@test -n "$$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" || test "$$(id -u)" != 0 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+		echo "warning: could not install postgresql: the PostgreSQL grading test will be skipped"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)

@@ -6,9 +6,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-# conda-forge names two packages differently: the CPU-only torch, and psycopg2 (PyPI ships
-# the self-contained wheel as psycopg2-binary).
-CONDA_TO_PIP = {"pytorch-cpu": "torch", "psycopg2": "psycopg2-binary"}
+# Binder installs a CPU-only torch from conda-forge, where the package has another name.
+CONDA_TO_PIP = {"pytorch-cpu": "torch"}
 NOT_PACKAGES = {"python", "pip"}
 
 
