@@ -1,0 +1,124 @@
+"""Student feedback: nbgrader's GenerateFeedback without the hidden tests (nbgrader issue #1363).
+
+Plain nbgrader renders the autograded notebook, whose test cells hold the hidden tests again
+(autograde restores every test cell from the gradebook), and whose tracebacks quote hidden lines.
+Here GenerateFeedback runs with one more preprocessor, :class:`HideHiddenTests`, registered
+through nbgrader's own config (``GenerateFeedback.preprocessors``). In every test cell:
+
+* nbgrader's :class:`~nbgrader.preprocessors.ClearHiddenTests` removes the region between
+  ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``, and a comment says where it was;
+* an error output keeps only the exception type and its message (a ``CheckFailure`` message is
+  written for students: which case failed, where, and the likely mistake);
+* a stream output loses the lines that quote a hidden line (Python's warnings print the line
+  that raised them).
+
+A student whose submission could not be graded (the caller gives the reason) gets a page in the
+same place, ``feedback/<student>/<assignment>/<notebook>.html``, that states the reason and the
+score 0.
+"""
+import html
+import re
+from pathlib import Path
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader import utils as nbutils
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from traitlets import Unicode
+
+from .course import nbgrader_api
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class HideHiddenTests(ClearHiddenTests):
+    """Removes each test cell's hidden tests, cuts its errors to type and message, and drops the
+    output lines that quote a hidden line."""
+
+    placeholder = Unicode(
+        "# (hidden tests ran here: they are not shown, but the message of a failing one is)",
+        help="The line left in a test cell where its hidden tests were.").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        """Clear one cell; only test cells are touched (their text comes from the gradebook)."""
+        if cell.cell_type != "code" or not nbutils.is_grade(cell) or nbutils.is_solution(cell):
+            return cell, resources
+        before = cell.source.split("\n")
+        if self._remove_hidden_test_region(cell):
+            cell.source = "\n".join(filter(None, [cell.source.rstrip("\n"), self.placeholder]))
+        hidden = {line.strip() for line in set(before) - set(cell.source.split("\n"))} - {""}
+        for output in cell.outputs:
+            if output.output_type == "error":
+                output.traceback = [f"{output.ename}: {output.evalue}" if output.evalue else output.ename]
+            elif output.output_type == "stream" and hidden:
+                lines = output.text.splitlines(keepends=True)
+                output.text = "".join(line for line in lines if ANSI.sub("", line).strip() not in hidden)
+        return cell, resources
+
+
+FAILURE_PAGE = """<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8">
+<title>{notebook}</title>
+<style>
+body {{ font-family: sans-serif; max-width: 48em; margin: 2em auto; line-height: 1.5; }}
+.reason {{ background: #fdf2f2; border-left: 4px solid #d2413a; padding: 0.6em 1em; white-space: pre-wrap; }}
+</style>
+</head>
+<body>
+<h1>{notebook} (Score: 0.0 / {max_score:.1f})</h1>
+<p>Your submission for <b>{assignment}</b> could not be graded, so it scores 0.</p>
+<p class="reason"><b>Reason:</b> {reason}</p>
+<p>Check that you submitted the notebook you were given, under its original name, and that it
+opens in Jupyter and runs from top to bottom (Kernel &gt; Restart &amp; Run All) in reasonable
+time. Then submit again, or ask your instructor.</p>
+</body>
+</html>
+"""
+
+
+def failure_page(assignment_id, notebook, max_score, reason):
+    """The feedback page of a submission that could not be graded: the reason and the score 0."""
+    return FAILURE_PAGE.format(notebook=html.escape(notebook), assignment=html.escape(assignment_id),
+                               max_score=max_score, reason=html.escape(reason))
+
+
+def generate_feedback(course_root, assignment_id, students=None, db_url=None, failures=None):
+    """Write one feedback HTML file per student; return ``{student: path}``.
+
+    ``students`` defaults to every student nbgrader has autograded for the assignment, plus the
+    keys of ``failures``. ``failures`` maps a student to the reason their submission could not be
+    graded ("invalid JSON: ...", "timed out after 120 s"); they get :func:`failure_page` instead
+    of nbgrader's feedback. ``db_url`` defaults to the course's ``gradebook.db``. Raises
+    RuntimeError naming the students whose feedback nbgrader could not render (the others are
+    written).
+    """
+    failures = dict(failures or {})
+    preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]  # nbgrader's list, plus ours
+    api = nbgrader_api(course_root, db_url, config={"GenerateFeedback": {"preprocessors": preprocessors}})
+    coursedir = api.coursedir
+    with api.gradebook as gb:
+        assignment = gb.find_assignment(assignment_id)
+        notebooks = [nb.name for nb in assignment.notebooks]
+        max_score = assignment.max_score
+    if len(notebooks) != 1:
+        raise ValueError(f"{assignment_id} has {len(notebooks)} notebooks; this course has one per assignment")
+    if students is None:
+        students = sorted(api.get_autograded_students(assignment_id) | set(failures))
+    written, errors = {}, {}
+    for student in students:
+        folder = coursedir.format_path(coursedir.feedback_directory, student, assignment_id)
+        path = Path(folder) / f"{notebooks[0]}.html"
+        if student in failures:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(failure_page(assignment_id, notebooks[0], max_score, failures[student]), encoding="utf-8")
+        else:
+            result = api.generate_feedback(assignment_id, student)
+            if not result["success"] or not path.exists():
+                errors[student] = result.get("error") or result.get("log") or "no feedback file was written"
+                continue
+        written[student] = path
+    if errors:
+        details = "\n\n".join(f"{s}:\n{e}" for s, e in errors.items())
+        raise RuntimeError(f"nbgrader could not write feedback for {', '.join(errors)}:\n{details}")
+    return written
