@@ -4,7 +4,9 @@ import shutil
 import time
 from pathlib import Path
 
-from . import bench, build, collect, grader, grading, release
+import nbformat
+
+from . import bench, build, collect, feedback, grader, grading, release, report, state
 from .course import ROOT, nbgrader_api, select
 
 
@@ -17,6 +19,7 @@ def _table(rows, headers):
 
 
 def demo(args):
+    """The whole instructor flow on a synthetic class, in a scratch course directory."""
     assignments = select(args.ids)
     out = Path(args.out).resolve()
     if out.exists():
@@ -24,25 +27,39 @@ def demo(args):
     out.mkdir(parents=True)
     print(f"building source/ and release/ for {len(assignments)} unit(s) ...", flush=True)
     build.build_into(assignments, ROOT)
+    released = release.release(out, [a.id for a in assignments])
+    print(f"released to {out / 'exchange'}: {', '.join(released)}")
+    # Short limits keep the demo's infinite loop from holding it up for long.
+    options = grader.Options(workers=args.workers, cell_timeout=10, timeout=120, progress=True)
     for a in assignments:
-        subs = grading.sample_class(a.id)
-        print(f"\n{a.id}: grading {len(subs)} submissions with nbgrader ...", flush=True)
+        incoming = out / "incoming" / a.id
+        incoming.mkdir(parents=True)
+        for student, nb in grading.sample_class(a.id).items():
+            nbformat.write(nb, incoming / f"{student}.ipynb")
+        for student, raw in grading.broken_submissions(a.id).items():
+            (incoming / f"{student}.ipynb").write_text(raw)
+        print(f"\n{a.id}: {collect.collect(out, a.id, incoming).summary()}", flush=True)
         started = time.perf_counter()
-        scores = grading.autograde(a.id, subs, out)
+        records = grader.grade(out, a.id, options)
         elapsed = time.perf_counter() - started
-        api = nbgrader_api(out)
-        for student in subs:
-            api.generate_feedback(a.id, student)
+        db = state.sqlite_url(out)
+        scores = grading.read_grades(db, a.id)
+        failures = {s: r.reason for s, r in records.items() if r.status != "graded"}
+        feedback.generate_feedback(out, a.id, db_url=db, failures=failures)
+        html, csv = report.write_report(out, a.id, db_url=db, failures=failures,
+                                        flags={s: r.flags for s, r in records.items() if r.flags})
         rows = []
-        for student in subs:
-            cells = scores[student]
-            got = sum(s for s, _ in cells.values())
+        for student in sorted(records):
+            cells = scores.get(student, {})
+            got = sum(x for x, _ in cells.values())
             best = sum(m for _, m in cells.values())
-            lost = ", ".join(k for k, (s, m) in cells.items() if s < m) or "-"
-            rows.append((student, f"{got:g} / {best:g}", lost))
-        print(_table(rows, ("student", "autograded score", "cells that lost points")))
-        print(f"graded in {elapsed:.1f} s ({elapsed / len(subs):.1f} s per notebook)")
+            note = failures.get(student) or ", ".join(k for k, (x, m) in cells.items() if x < m) or "-"
+            flags = len(records[student].flags)
+            rows.append((student, f"{got:g} / {best:g}" if cells else "0 (not graded)", flags or "", note[:70]))
+        print(_table(rows, ("student", "autograded", "audit flags", "cells that lost points / reason")))
+        print(f"graded {len(records)} notebooks in {elapsed:.1f} s")
         print(f"feedback: {out / 'feedback'}/<student>/{a.id}/{a.notebook}.html")
+        print(f"report:   {html}\ngrades:   {csv}")
     print(f"\ngradebook: {out / 'gradebook.db'}")
 
 
@@ -77,13 +94,34 @@ def collect_cmd(args):
     print(report.summary())
 
 
+def _records(course, db):
+    return db or state.sqlite_url(Path(course).resolve())
+
+
+def feedback_cmd(args):
+    db = _records(args.course, args.db)
+    failures = {s: r.reason for s, r in state.load(db, args.id).items() if r.status != "graded"}
+    pages = feedback.generate_feedback(args.course, args.id, students=args.student, db_url=db, failures=failures)
+    print(f"{len(pages)} feedback file(s) under {Path(args.course).resolve() / 'feedback'}")
+
+
+def report_cmd(args):
+    db = _records(args.course, args.db)
+    records = state.load(db, args.id)
+    failures = {s: r.reason for s, r in records.items() if r.status != "graded"}
+    flags = {s: r.flags for s, r in records.items() if r.flags}
+    html, csv = report.write_report(args.course, args.id, db_url=db, failures=failures, flags=flags)
+    print(f"report: {html}\ngrades CSV: {csv}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("demo", help="build, then autograde a sample class (reference, blank, every catalogued variant)")
+    p = sub.add_parser("demo", help="build, release, collect and grade a synthetic class, then write feedback and the report")
     p.add_argument("ids", nargs="*", help="assignment ids (default: every authored unit)")
     p.add_argument("--out", default=str(ROOT / "demo-course"), help="scratch course directory for the demo (recreated)")
+    p.add_argument("--workers", type=int, default=grader.Options.workers, help="parallel grading processes")
     p.set_defaults(func=demo)
 
     p = sub.add_parser("build", help="regenerate source/ and release/ from course/")
@@ -123,6 +161,19 @@ def main(argv=None):
     p.add_argument("--force", action="store_true", help="regrade every submission, not only the changed ones")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=grade)
+
+    p = sub.add_parser("feedback", help="one HTML feedback file per student, hidden tests' code removed, messages kept")
+    p.add_argument("id", help="assignment id")
+    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    p.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
+    p.set_defaults(func=feedback_cmd)
+
+    p = sub.add_parser("report", help="the instructor's HTML report and an LMS grades CSV")
+    p.add_argument("id", help="assignment id")
+    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    p.set_defaults(func=report_cmd)
 
     p = sub.add_parser("bench", help="time plain sequential nbgrader against `autograder grade` on a synthetic class")
     p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")

@@ -10,6 +10,7 @@ Used by the tests that prove the grader grades, and by ``autograder demo``:
   and reads every grade back from the gradebook.
 """
 import copy
+import json
 import shutil
 from pathlib import Path
 
@@ -30,9 +31,35 @@ def sample_class(aid):
     return subs
 
 
+def broken_submissions(aid):
+    """A few broken and hostile submissions, as raw file text: what a real class also hands in."""
+    ref = reference_submission(aid)
+    first = next(c for c in ref.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+
+    def appended(code):
+        nb = copy.deepcopy(ref)
+        cell = _by_grade_id(nb)[first.metadata["nbgrader"]["grade_id"]]
+        cell.source += "\n" + code
+        return nbformat.writes(nb)
+
+    text = nbformat.writes(ref)
+    return {
+        "broken-invalid-json": text[: len(text) // 2],
+        "broken-nbformat-3": json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
+                                         "worksheets": [{"cells": [], "metadata": {}}]}),
+        "hostile-infinite-loop": appended("while True:\n    pass"),
+        "hostile-kills-its-kernel": appended("import os\nos._exit(1)"),
+        "hostile-patches-the-checks": appended(
+            "import numpy\nnumpy.allclose = lambda *a, **k: True\nchecks.against_torch = lambda *a, **k: None"),
+    }
+
+
 def student_name(variant):
-    """The student id a catalogue variant is submitted under in a sample class."""
-    return f"{'mistake' if variant.is_mistake else 'alternative'}-{variant.name}"
+    """The student id a catalogue variant is submitted under in a sample class.
+
+    Hyphens only: LMS file-name conventions end the student id at the first underscore.
+    """
+    return f"{'mistake' if variant.is_mistake else 'alternative'}-{variant.name}".replace("_", "-")
 
 
 def _by_grade_id(nb):
