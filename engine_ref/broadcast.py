@@ -6,6 +6,8 @@ exactly those axes. ``unbroadcast`` is that sum, and every binary op calls it in
 """
 import numpy as np
 
+__all__ = ["broadcast_shape", "unbroadcast"]
+
 
 def broadcast_shape(*shapes):
     """The shape that ``shapes`` broadcast to, like ``torch.broadcast_shapes``.
