@@ -32,6 +32,7 @@ _l1 = F.l1_loss
 _broadcast_shapes = torch.broadcast_shapes
 _grad = torch.autograd.grad
 _no_grad = torch.no_grad
+_enable_grad = torch.enable_grad
 
 
 def _sum(x, axis=None, keepdims=False):
@@ -46,6 +47,15 @@ def _mean(x, axis=None, keepdims=False):
         out = x.mean()
         return out.reshape((1,) * x.ndim) if keepdims else out
     return x.mean(dim=axis, keepdim=keepdims)
+
+
+def _cross_entropy_backward(logits, target, reduction="mean", ignore_index=-100):
+    """d/d(logits) of F.cross_entropy, of the sum of the losses for ``reduction="none"``, by autograd."""
+    x = logits.detach().requires_grad_(True)
+    with _enable_grad():
+        loss = _cross_entropy(x, target, reduction=reduction, ignore_index=ignore_index)
+        (g,) = _grad(loss.sum(), [x])
+    return g
 
 
 def _mlp_logits(x, W1, b1, W2, b2, activation="relu"):
@@ -72,6 +82,7 @@ ORACLES = {
     "binary_cross_entropy_with_logits": lambda z, y, reduction="mean": _bce_logits(z, y, reduction=reduction),
     "mse_loss": lambda pred, target, reduction="mean": _mse(pred, target, reduction=reduction),
     "l1_loss": lambda pred, target, reduction="mean": _l1(pred, target, reduction=reduction),
+    "cross_entropy_backward": _cross_entropy_backward,
     # 1.3 / 1.4 engine ops
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
