@@ -199,6 +199,12 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
                 _setprofile(previous)
         except CheckFailure:
             raise
+        except RecursionError as exc:
+            # IPython takes a minute to render a traceback a thousand frames deep (nbgrader may time
+            # the cell out): keep the error as the cause, without its frames.
+            raise CheckFailure(
+                f"[{task}] your code raised RecursionError: {exc}. Hint: a graph this deep needs an explicit "
+                "stack (a Python list) instead of one recursive call per node.") from exc.with_traceback(None)
         except Exception as exc:  # the student's error becomes a readable failure
             raise CheckFailure(f"[{task}] your code raised {type(exc).__name__}: {exc}") from exc
     if found:
