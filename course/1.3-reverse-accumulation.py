@@ -1,0 +1,1293 @@
+# %% [markdown]
+# # 1.3 Computation graphs and reverse accumulation
+#
+# In units 1.1 and 1.2 we derived every gradient by hand: `linear_backward`, `relu_backward`,
+# `cross_entropy_backward`. That works for one layer and one loss, but every new model would need a
+# new derivation, and every derivation is a new place for a sign or a transpose to go wrong. In this
+# unit we build the machine that does the bookkeeping for us: a small **reverse-mode automatic
+# differentiation engine** on NumPy, organised like PyTorch's autograd. By the end of the notebook,
+# `loss.backward()` on any expression built from our nine operations fills in `x.grad` for every
+# input `x`, and the grader compares the result with PyTorch and with finite differences.
+#
+# **Goals.** After this unit we can
+#
+# - draw the computation graph of an expression and read off which value was computed from which;
+# - write the backward rule of an operation as a vector-Jacobian product, and decide what the
+#   operation must save during its forward pass so that backward can run;
+# - explain why one reverse pass gives the whole gradient of a scalar loss, while forward mode needs
+#   one pass per input;
+# - order a graph topologically without recursion, and run reverse accumulation over it, summing
+#   the contributions of every path, with PyTorch's rules for the seed, for leaves and for repeated
+#   calls.
+#
+# **Readings.**
+#
+# - Understanding Deep Learning (Prince), chapter 7 "Gradients and initialization": the sections on
+#   computing derivatives, the toy example and the backpropagation algorithm.
+#   <https://udlbook.github.io/udlbook/>
+# - D2L, section 2.5 "Automatic Differentiation" and section 5.3 "Forward Propagation, Backward
+#   Propagation, and Computational Graphs". <https://d2l.ai/chapter_preliminaries/autograd.html>,
+#   <https://d2l.ai/chapter_multilayer-perceptrons/backprop.html>
+# - PyTorch, "Autograd mechanics" (how autograd records the graph, saved tensors) and "Extending
+#   torch.autograd" (the `Function` / `ctx` design we copy).
+#   <https://pytorch.org/docs/stable/notes/autograd.html>,
+#   <https://pytorch.org/docs/stable/notes/extending.html>
+# - Andrej Karpathy's micrograd, a reverse-mode engine for scalars in about a hundred lines. Our
+#   engine has the same shape, with arrays instead of scalars and one class per operation.
+#   <https://github.com/karpathy/micrograd>
+# - Optional: Baydin, Pearlmutter, Radul and Siskind, "Automatic differentiation in machine
+#   learning: a survey" (JMLR, 2018), section 3, for forward and reverse mode side by side.
+#
+# **How this notebook works.** Each exercise has a cell with `raise NotImplementedError()` where
+# our code goes, followed by a test cell. The test cell runs a few visible checks; when the notebook
+# is graded, hidden checks run in the same cell and compare our results with PyTorch, and every
+# gradient also with central finite differences, on seeded random inputs. Solutions use NumPy only:
+# a solution that hands the work to torch earns no points for that exercise.
+#
+# | Exercise | What we write | Points |
+# |---|---|---|
+# | `add_mul_neg` | the `Add`, `Mul` and `Neg` Functions | 8 |
+# | `matmul` | the `MatMul` Function | 8 |
+# | `sum` | the `Sum` Function (`axis`, `keepdims`) | 8 |
+# | `exp_log` | the `Exp` and `Log` Functions | 8 |
+# | `tanh_relu` | the `Tanh` and `ReLU` Functions | 8 |
+# | `topological_order` | an iterative topological sort of the graph | 12 |
+# | `backward` | reverse accumulation (two test cells: gradients, and PyTorch's rules) | 14 + 12 |
+# | `passes`, `fan_out` | concept checks | 4 + 3 |
+# | `explain_saved`, `explain_accumulate` | short written answers, graded by hand | 10 + 5 |
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import sys
+
+import numpy as np
+
+from autograder import checks
+
+# %% [markdown]
+# ## 1. Computation graphs
+#
+# Every expression we can compute is a composition of a few primitive operations. If we give each
+# intermediate result a name, the expression becomes a list of small steps. Our running example is
+#
+# $$L = (xy + x)\,xy, \qquad\text{computed as}\qquad q = x \cdot y, \qquad r = q + x, \qquad L = r \cdot q .$$
+#
+# Each value is a **node** of a graph, and there is an **edge** from every input of a step to the
+# value it computes:
+#
+# ```
+#  x ──┬───────────────► r = q + x ──► L = r · q
+#      │                 ▲              ▲
+#      └──► q = x · y ───┴──────────────┘
+#  y ───────┘
+# ```
+#
+# The nodes `x` and `y` are **leaves**: we created them, nothing computed them. The others are
+# computed, and `L` is the **root** we want to differentiate. The graph is directed and acyclic (a
+# DAG), because a step can only use values that exist already. It is not a tree: `x` feeds two
+# steps (**fan-out**), and `q` reaches `L` along two paths, directly and through `r` (a
+# **diamond**). With $x = 2$ and $y = 3$ the forward pass gives $q = 6$, $r = 8$, $L = 48$.
+#
+# ## 2. The chain rule, one node at a time
+#
+# Write $\bar v = \partial L / \partial v$ for the gradient of the root with respect to a node $v$;
+# it has the same shape as $v$. The root only depends on $v$ through the nodes that consume $v$, so
+# the multivariable chain rule says
+#
+# $$\bar v \;=\; \sum_{c\ \in\ \text{consumers}(v)} \Big(\frac{\partial c}{\partial v}\Big)^{\!\top} \bar c .$$
+#
+# Here $\partial c / \partial v$ is the Jacobian of one step (flatten $c$ and $v$ to vectors to read
+# it as a matrix), and $(\partial c / \partial v)^\top \bar c$, the same numbers as the row vector
+# $\bar c^{\top} \, \partial c / \partial v$, is a **vector-Jacobian product** (VJP). Two
+# consequences shape the whole engine.
+#
+# 1. **Each operation only needs its own VJP.** Given $\bar c$ (the argument `grad` of its
+#    `backward`), an operation returns $(\partial c / \partial v)^\top \bar c$ for each of its inputs.
+#    It never builds the Jacobian: for `exp` on a million elements the Jacobian is a
+#    $10^6 \times 10^6$ diagonal matrix, while the VJP is one elementwise product.
+# 2. **A node used several times gets the sum.** One term per consumer, and one term per use
+#    inside a consumer: in `x * x` both inputs of the multiplication are `x`, so `x` receives two
+#    terms. Adding these terms up is what "accumulation" means in reverse accumulation.
+#
+# **Worked example.** We start from $\bar L = 1$ and process each node only once all of its
+# consumers have been processed:
+#
+# | step | node | receives | sends |
+# |---|---|---|---|
+# | 1 | $L = r \cdot q$ | $\bar L = 1$ | $\bar r \mathrel{+}= \bar L \, q = 6$, $\ \bar q \mathrel{+}= \bar L \, r = 8$ |
+# | 2 | $r = q + x$ | $\bar r = 6$ | $\bar q \mathrel{+}= 6$, $\ \bar x \mathrel{+}= 6$ |
+# | 3 | $q = x \cdot y$ | $\bar q = 8 + 6 = 14$ | $\bar x \mathrel{+}= 14 \cdot y = 42$, $\ \bar y \mathrel{+}= 14 \cdot x = 28$ |
+#
+# So $\bar x = 6 + 42 = 48$ and $\bar y = 28$. Expanding $L = x^2 y^2 + x^2 y$ confirms it:
+# $\partial L/\partial x = 2xy^2 + 2xy = 36 + 12 = 48$ and $\partial L/\partial y = 2x^2 y + x^2 = 24 + 4 = 28$.
+#
+# The order matters: `q` may only pass its gradient on once it has heard from **both** of its
+# consumers, `r` and `L`. Had we processed `q` right after `L`, it would have passed on $8$ instead
+# of $14$. In a **topological order** every node comes after the nodes it was computed from, so in
+# the **reverse** of a topological order every node comes after all of its consumers: exactly the
+# order we need.
+#
+# ### Why reverse mode: counting passes
+#
+# For $f : \mathbb{R}^n \to \mathbb{R}^m$ built from $K$ steps, the Jacobian is the product of the
+# steps' Jacobians, $J = J_K \cdots J_2 J_1$ (an $m \times n$ matrix).
+#
+# - **Forward mode** pushes a tangent $\dot x$ from the inputs towards the output:
+#   $J \dot x = J_K(\cdots(J_2(J_1 \dot x)))$, a Jacobian-vector product. One pass gives one
+#   *column* of $J$ (take $\dot x = e_i$), so the full Jacobian needs $n$ passes.
+# - **Reverse mode** pulls an adjoint $\bar y$ from the output back to the inputs:
+#   $\bar y^\top J = ((\bar y^\top J_K) \cdots J_2) J_1$. One pass gives one *row* of $J$, so the
+#   full Jacobian needs $m$ passes.
+#
+# A training loss is a scalar, $m = 1$: **one** reverse pass gives all $n$ partial derivatives, at a
+# cost of a small constant multiple of one evaluation of $f$, however large $n$ is. With a million
+# parameters, forward mode would need a million passes. The price of reverse mode is memory: the
+# backward pass needs values from the forward pass ($q$ and $r$ above), so they must be kept until
+# backward has used them. These are the values each operation *saves for backward*, and choosing
+# them well is part of every exercise below.
+#
+# ## 3. The machinery we are given
+#
+# The next cell (locked) gives three small classes, modelled on `torch.autograd`:
+#
+# - `Context`: a scratch object shared by one forward call and the matching backward call.
+#   `ctx.save_for_backward(*arrays)` keeps arrays (or shapes) for backward, which reads them back
+#   from `ctx.saved_tensors`. Options such as `axis` are stored as plain attributes, `ctx.axis = axis`.
+# - `Function`: the base class of every operation. A subclass defines two static methods:
+#   `forward(ctx, *arrays, **options)`, which computes on NumPy arrays and saves what backward
+#   needs, and `backward(ctx, grad)`, which receives $\bar c$ (always called `grad`) and returns
+#   one gradient per positional input of forward, in order. A one-input operation may return a
+#   single array instead of a 1-tuple, as in torch. We never call `forward` ourselves; we call
+#   `Add.apply(a, b)`, which unwraps the tensors, runs `forward` with a fresh `Context`, and wraps
+#   the result in a new `Tensor` that remembers the Function (`fn`), the context (`ctx`) and the
+#   input tensors (`inputs`). As in torch, that link is only recorded when some input requires a
+#   gradient; otherwise the result is a plain constant.
+# - `Tensor`: a NumPy array (`data`) plus `requires_grad`, `grad` and the `fn`, `ctx` and `inputs`
+#   that made it. A tensor with no `fn` is a **leaf** (`is_leaf`). Its operators (`+ - * @`, unary
+#   `-`, `.sum()`, `.exp()`, `.log()`, `.tanh()`, `.relu()`) call `Add.apply`, `Mul.apply`, ... and
+#   look these classes up by name *when they run*, so they use the classes we write below. Python
+#   numbers and arrays mixed into an expression become constant tensors. `t.backward(grad=None)`
+#   calls the function `backward` that we write at the end.
+#
+# For the running example, once `Add` and `Mul` are written:
+#
+# ```python
+# >>> x, y = Tensor(2.0, requires_grad=True), Tensor(3.0, requires_grad=True)
+# >>> q = x * y
+# >>> r = q + x
+# >>> L = r * q
+# >>> L
+# Tensor(48., fn=Mul)
+# >>> L.inputs[0] is r, L.inputs[1] is q, r.inputs[1] is x, x.is_leaf
+# (True, True, True, True)
+# ```
+
+# %% nbgrader={"grade": false, "grade_id": "machinery", "locked": true, "schema_version": 3, "solution": false, "task": false}
+class Context:
+    """Scratch space shared by one forward call and the matching backward call."""
+
+    def __init__(self):
+        self.saved_tensors = ()
+
+    def save_for_backward(self, *arrays):
+        """Keep arrays (or shapes) for backward, which reads them from ``ctx.saved_tensors``."""
+        self.saved_tensors = arrays
+
+
+class Function:
+    """Base class of the operations. Subclasses define ``forward`` and ``backward``; call ``apply``."""
+
+    @staticmethod
+    def forward(ctx, *arrays, **options):
+        """Compute the result from NumPy arrays; save what backward needs on ``ctx``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, grad):
+        """Given dL/d(output), return dL/d(input) for each positional input of forward, in order."""
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs, **options):
+        """Run the operation on tensors (numbers and arrays become constant tensors)."""
+        inputs = tuple(t if isinstance(t, Tensor) else Tensor(t) for t in inputs)
+        ctx = Context()
+        arrays = [t.data for t in inputs]
+        out = Tensor(cls.forward(ctx, *arrays, **options))
+        if any(t.requires_grad for t in inputs):  # record the step only where a gradient can flow
+            out.requires_grad = True
+            out.fn = cls  # the Function,
+            out.ctx = ctx  # what its forward saved,
+            out.inputs = inputs  # and the tensors it read
+        return out
+
+
+class Tensor:
+    """A NumPy array that remembers how it was computed."""
+
+    __array_ufunc__ = None  # so that `array * tensor` calls Tensor.__rmul__ instead of NumPy
+
+    def __init__(self, data, requires_grad=False):
+        data = np.asarray(data)
+        self.data = data if np.issubdtype(data.dtype, np.floating) else data.astype(np.float64)
+        self.requires_grad = bool(requires_grad)
+        self.grad = None  # filled in by backward, for leaves that require grad
+        self.fn = None  # the Function that made this tensor (None for a leaf)
+        self.ctx = None  # that Function's Context: what its forward saved
+        self.inputs = ()  # the tensors this one was computed from
+
+    @property
+    def is_leaf(self):
+        return self.fn is None
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    def __repr__(self):
+        origin = f"fn={self.fn.__name__}" if self.fn else f"requires_grad={self.requires_grad}"
+        return f"Tensor({np.array2string(self.data, precision=4)}, {origin})"
+
+    def backward(self, grad=None):
+        backward(self, grad)  # the function written in Exercise `backward`
+
+    # Each operator looks its Function up by name when it runs, so it uses the classes below.
+    def __add__(self, other):
+        return Add.apply(self, other)
+
+    def __radd__(self, other):
+        return Add.apply(other, self)
+
+    def __sub__(self, other):
+        return self + (-other)
+
+    def __rsub__(self, other):
+        return other + (-self)
+
+    def __mul__(self, other):
+        return Mul.apply(self, other)
+
+    def __rmul__(self, other):
+        return Mul.apply(other, self)
+
+    def __matmul__(self, other):
+        return MatMul.apply(self, other)
+
+    def __rmatmul__(self, other):
+        return MatMul.apply(other, self)
+
+    def __neg__(self):
+        return Neg.apply(self)
+
+    def sum(self, axis=None, keepdims=False):
+        return Sum.apply(self, keepdims=keepdims, axis=axis)
+
+    def exp(self):
+        return Exp.apply(self)
+
+    def log(self):
+        return Log.apply(self)
+
+    def tanh(self):
+        return Tanh.apply(self)
+
+    def relu(self):
+        return ReLU.apply(self)
+
+
+# %% [markdown]
+# ## 4. The operations
+#
+# Every operation in this unit takes operands of the **same shape** (broadcasting, and the `Sum`
+# it needs in backward, is unit 1.4). In each backward, `grad` has the shape of the output, and each
+# returned gradient must have the shape of its input. We read each rule off the chain rule of
+# section 2: for an elementwise step the Jacobian is diagonal, so its VJP is an elementwise product.
+#
+# ### Exercise `add_mul_neg`: `Add`, `Mul` and `Neg`
+#
+# For $z = x + y$ every $z_i$ depends on $x_i$ with slope 1, so $\bar x = \bar z$ and
+# $\bar y = \bar z$: addition passes the gradient through to both inputs unchanged and needs nothing
+# from the forward pass. For $z = -x$, $\bar x = -\bar z$, again with nothing saved.
+#
+# For the elementwise product $z = x \odot y$ we have $\partial z_i / \partial x_i = y_i$ and
+# $\partial z_i / \partial y_i = x_i$, so
+#
+# $$\bar x = \bar z \odot y, \qquad \bar y = \bar z \odot x .$$
+#
+# Each input's gradient needs the *other* input, so `Mul` saves both: `ctx.save_for_backward(x, y)`.
+#
+# **Worked example.** $x = (1, 2)$, $y = (3, -1)$ and upstream $\bar z = (0.5, 2)$. `Mul` returns
+# $\bar x = (0.5 \cdot 3,\ 2 \cdot (-1)) = (1.5, -2)$ and $\bar y = (0.5 \cdot 1,\ 2 \cdot 2) = (0.5, 4)$;
+# `Add` returns $(0.5, 2)$ twice; `Neg` returns $(-0.5, -2)$.
+#
+# The tests check what each Function saves, so save exactly what its backward needs: `Add` and
+# `Neg` save nothing, `Mul` saves `(x, y)`.
+
+# %% nbgrader={"grade": false, "grade_id": "add_mul_neg", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class Add(Function):
+    """x + y for two arrays of the same shape. Saves nothing."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ### BEGIN SOLUTION
+        return x + y
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        return grad, grad
+        ### END SOLUTION
+
+
+class Mul(Function):
+    """x * y, elementwise, for two arrays of the same shape. Saves (x, y)."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(x, y)
+        return x * y
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        x, y = ctx.saved_tensors
+        return grad * y, grad * x
+        ### END SOLUTION
+
+
+class Neg(Function):
+    """-x. Saves nothing."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        return -x
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        return -grad
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_add_mul_neg", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+# Forward against torch, the saved values, and backward against torch autograd and central
+# differences with a random upstream grad, a zero upstream grad and non-contiguous inputs.
+worked_x, worked_y = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+checks.check_function("add_mul_neg", Add, "add", [checks.case("Add, worked example", worked_x, worked_y)],
+                      saves=lambda x, y, out: [()], names=["x", "y"])
+checks.check_function("add_mul_neg", Mul, "mul", [checks.case("Mul, worked example", worked_x, worked_y)],
+                      saves=lambda x, y, out: [(x, y)], names=["x", "y"])
+checks.check_function("add_mul_neg", Neg, "neg", [checks.case("Neg, worked example", worked_x)],
+                      saves=lambda x, out: [()], names=["x"])
+### BEGIN HIDDEN TESTS
+binary_shapes = [((3, 4), (3, 4)), ((1, 5), (1, 5)), ((), ()), ((2, 1, 3), (2, 1, 3)), ((4,), (4,))]
+checks.check_function("add_mul_neg", Add, "add", checks.random_cases(1, binary_shapes, label="Add"),
+                      saves=lambda x, y, out: [()], names=["x", "y"], seed=1)
+checks.check_function("add_mul_neg", Mul, "mul", checks.random_cases(2, binary_shapes, label="Mul"),
+                      saves=lambda x, y, out: [(x, y)], names=["x", "y"], seed=2)
+checks.check_function("add_mul_neg", Neg, "neg",
+                      checks.random_cases(3, [((3, 4),), ((1,),), ((),), ((2, 1, 3),)], label="Neg"),
+                      saves=lambda x, out: [()], names=["x"], seed=3)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise `matmul`: `MatMul`
+#
+# For $C = AB$ with $A$ of shape $(n, k)$ and $B$ of shape $(k, m)$, $C_{ij} = \sum_l A_{il} B_{lj}$.
+# The entry $A_{il}$ appears in every $C_{ij}$ of row $i$, with slope $B_{lj}$, so
+#
+# $$\bar A_{il} = \sum_j \bar C_{ij} B_{lj} = (\bar C B^\top)_{il}, \qquad
+#   \bar B_{lj} = \sum_i A_{il} \bar C_{ij} = (A^\top \bar C)_{lj} .$$
+#
+# The shapes are a good memory aid: $\bar A$ must be $(n, k)$, and the only way to get that from
+# $\bar C$, $(n, m)$, and $B$, $(k, m)$, is $\bar C B^\top$. `MatMul` saves both inputs, `(A, B)`;
+# it does not need its output. In this unit `MatMul` multiplies 2-D arrays only.
+#
+# **Worked example.** $A = \begin{pmatrix} 1 & 2 \end{pmatrix}$, $B = \begin{pmatrix} 3 \\ 4 \end{pmatrix}$,
+# so $C = (11)$. With $\bar C = (2)$: $\bar A = \bar C B^\top = \begin{pmatrix} 6 & 8 \end{pmatrix}$ and
+# $\bar B = A^\top \bar C = \begin{pmatrix} 2 \\ 4 \end{pmatrix}$.
+
+# %% nbgrader={"grade": false, "grade_id": "matmul", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class MatMul(Function):
+    """A @ B for 2-D arrays A (n, k) and B (k, m). Saves (A, B)."""
+
+    @staticmethod
+    def forward(ctx, A, B):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(A, B)
+        return A @ B
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        A, B = ctx.saved_tensors
+        return grad @ B.T, A.T @ grad
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_matmul", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+checks.check_function("matmul", MatMul, "matmul",
+                      [checks.case("worked example", np.array([[1.0, 2.0]]), np.array([[3.0], [4.0]]))],
+                      saves=lambda A, B, out: [(A, B)], names=["A", "B"])
+checks.check_function("matmul", MatMul, "matmul", checks.random_cases(10, [((3, 4), (4, 2))]),
+                      saves=lambda A, B, out: [(A, B)], names=["A", "B"])
+### BEGIN HIDDEN TESTS
+matmul_shapes = [((2, 5), (5, 3)), ((1, 3), (3, 1)), ((1, 1), (1, 1)), ((4, 1), (1, 5)), ((3, 3), (3, 3))]
+checks.check_function("matmul", MatMul, "matmul", checks.random_cases(11, matmul_shapes),
+                      saves=lambda A, B, out: [(A, B)], names=["A", "B"], seed=11)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise `sum`: `Sum`
+#
+# For $y = \sum_j x_{ij}$ (a sum over axis 1), each $x_{ij}$ enters $y_i$ once, with slope 1, so
+# $\bar x_{ij} = \bar y_i$: backward **copies** the upstream gradient back along the summed axis.
+# Summing over every axis (`axis=None`) gives every element the same scalar gradient.
+#
+# The work is in the shapes. With `keepdims=False` the summed axis is gone from `grad`, so we first
+# put it back with length 1 (`np.expand_dims(grad, axis)`) and then stretch it to the input shape
+# (`np.broadcast_to(grad, shape)`). Skipping the first step is a classic bug: NumPy aligns shapes
+# on the right, so a `grad` of shape `(2,)` cannot stretch to `(2, 3)`, and for a square input it
+# stretches along the wrong axis without any error. With `keepdims=True` the axis is still there.
+#
+# `Sum` saves only the input's **shape**, `ctx.save_for_backward(x.shape)`: the values of $x$ play
+# no part in the gradient. It keeps its options as attributes, `ctx.axis` and `ctx.keepdims`, as
+# torch's Functions do with arguments that are not tensors. `axis` is `None` or one int (negative
+# ints count from the end, as in NumPy). `np.broadcast_to` returns a read-only view; returning it is
+# fine.
+#
+# **Worked example.** $x$ of shape $(2, 3)$, `axis=1`: $y$ has shape $(2,)$. With
+# $\bar y = (10, 20)$, backward expands to shape $(2, 1)$ and broadcasts to
+# $\bar x = \begin{pmatrix} 10 & 10 & 10 \\ 20 & 20 & 20 \end{pmatrix}$.
+
+# %% nbgrader={"grade": false, "grade_id": "sum", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class Sum(Function):
+    """x.sum(axis=axis, keepdims=keepdims) with axis None or an int. Saves the input's shape."""
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False):
+        ### BEGIN SOLUTION
+        ctx.axis = axis
+        ctx.keepdims = keepdims
+        ctx.save_for_backward(x.shape)
+        return np.sum(x, axis=axis, keepdims=keepdims)
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        shape = ctx.saved_tensors[0]
+        if ctx.axis is not None and not ctx.keepdims:
+            grad = np.expand_dims(grad, ctx.axis)  # the summed axis comes back with length 1
+        return np.broadcast_to(grad, shape)  # each summed element gets the same gradient
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sum", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+sum_x = np.arange(6.0).reshape(2, 3)
+checks.check_function("sum", Sum, "sum",
+                      [checks.case("worked example, axis=1", sum_x, axis=1),
+                       checks.case("every element", sum_x)],
+                      saves=lambda x, out, **options: [(x.shape,)], names=["x"])
+### BEGIN HIDDEN TESTS
+x34, x33 = checks.randn(20, 3, 4), checks.randn(21, 3, 3)
+sum_cases = [
+    checks.case("axis=0", x34, axis=0),
+    checks.case("axis=-1, keepdims", x34, axis=-1, keepdims=True),
+    checks.case("axis=None, keepdims", x34, axis=None, keepdims=True),
+    checks.case("square input, axis=1", x33, axis=1),
+    checks.case("square input, axis=0, keepdims", x33, axis=0, keepdims=True),
+    checks.case("size-1 axis", checks.randn(22, 2, 1, 3), axis=1),
+    checks.case("3-D, axis=2", checks.randn(23, 2, 3, 4), axis=2),
+    checks.case("1-D", checks.randn(24, 5), axis=0),
+    checks.case("0-d", checks.randn(25)),
+]
+checks.check_function("sum", Sum, "sum", sum_cases, saves=lambda x, out, **options: [(x.shape,)],
+                      names=["x"], seed=20)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise `exp_log`: `Exp` and `Log`
+#
+# For $y = e^x$ the derivative is $e^x = y$, the output itself: $\bar x = \bar y \odot y$. So `Exp`
+# saves its **output**; backward then needs one multiplication, and no second `exp`.
+#
+# For $y = \log x$ the derivative is $1/x$: $\bar x = \bar y / x$. Now the output is no help
+# (recovering $x = e^y$ would cost an `exp`), so `Log` saves its **input**.
+#
+# In `forward`, compute the result once, save it if it is what backward needs, and return it.
+#
+# **Worked example.** `Exp` on $x = (0, \log 2)$ gives $y = (1, 2)$; with $\bar y = (3, 3)$,
+# $\bar x = (3, 6)$. `Log` on $x = (1, 4)$ with $\bar y = (2, 2)$ gives $\bar x = (2, 0.5)$.
+
+# %% nbgrader={"grade": false, "grade_id": "exp_log", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class Exp(Function):
+    """exp(x), elementwise. Saves its output."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        out = np.exp(x)
+        ctx.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        (out,) = ctx.saved_tensors
+        return grad * out
+        ### END SOLUTION
+
+
+class Log(Function):
+    """log(x), elementwise, for positive x. Saves its input."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(x)
+        return np.log(x)
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        (x,) = ctx.saved_tensors
+        return grad / x
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_exp_log", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+checks.check_function("exp_log", Exp, "exp", [checks.case("Exp, worked example", np.array([0.0, np.log(2.0)]))],
+                      saves=lambda x, out: [(out,)], names=["x"])
+checks.check_function("exp_log", Log, "log", [checks.case("Log, worked example", np.array([1.0, 4.0]))],
+                      saves=lambda x, out: [(x,)], names=["x"])
+### BEGIN HIDDEN TESTS
+unary_shapes = [((3, 4),), ((1, 5),), ((),), ((2, 1, 3),), ((1,),)]
+checks.check_function("exp_log", Exp, "exp", checks.random_cases(30, unary_shapes, label="Exp"),
+                      saves=lambda x, out: [(out,)], names=["x"], seed=30)
+checks.check_function("exp_log", Log, "log", checks.random_cases(31, unary_shapes, label="Log", positive=True),
+                      saves=lambda x, out: [(x,)], names=["x"], seed=31)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise `tanh_relu`: `Tanh` and `ReLU`
+#
+# For $y = \tanh x$, $\;dy/dx = 1 - \tanh^2 x = 1 - y^2$: like `Exp`, the derivative is a function
+# of the output, so `Tanh` saves its **output** and backward returns $\bar y \odot (1 - y^2)$.
+#
+# For $y = \max(x, 0)$ the slope is 1 where $x > 0$ and 0 where $x < 0$. At $x = 0$ the function
+# has a kink and no derivative; PyTorch uses 0 there, and so do we (`x > 0`, not `x >= 0`). So
+# $\bar x = \bar y \odot [x > 0]$. `ReLU` saves either its **input** or the boolean **mask**
+# `x > 0`, which is all backward needs (and takes one byte per element instead of eight).
+#
+# **Worked example.** `Tanh` at $x = (0, \operatorname{artanh} 0.5)$ gives $y = (0, 0.5)$; with
+# $\bar y = (1, 1)$, $\bar x = (1, 0.75)$. `ReLU` at $x = (-1, 2)$ with $\bar y = (5, 5)$ gives
+# $\bar x = (0, 5)$.
+
+# %% nbgrader={"grade": false, "grade_id": "tanh_relu", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class Tanh(Function):
+    """tanh(x), elementwise. Saves its output."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        out = np.tanh(x)
+        ctx.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        (out,) = ctx.saved_tensors
+        return grad * (1.0 - out**2)
+        ### END SOLUTION
+
+
+class ReLU(Function):
+    """max(x, 0), elementwise, with slope 0 at x = 0. Saves its input or its mask x > 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(x)
+        return np.maximum(x, 0.0)
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        ### BEGIN SOLUTION
+        (x,) = ctx.saved_tensors
+        return np.where(x > 0, grad, 0.0)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_tanh_relu", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+checks.check_function("tanh_relu", Tanh, "tanh",
+                      [checks.case("Tanh, worked example", np.array([0.0, np.arctanh(0.5)]))],
+                      saves=lambda x, out: [(out,)], names=["x"])
+checks.check_function("tanh_relu", ReLU, "relu", [checks.case("ReLU, worked example", np.array([-1.0, 2.0]))],
+                      saves=lambda x, out: [(x,), (x > 0,)], names=["x"])
+### BEGIN HIDDEN TESTS
+# Random normal inputs are never within the finite-difference step (1e-6) of ReLU's kink.
+unary_shapes = [((3, 4),), ((1, 5),), ((),), ((2, 1, 3),), ((1,),)]
+checks.check_function("tanh_relu", Tanh, "tanh", checks.random_cases(40, unary_shapes, label="Tanh"),
+                      saves=lambda x, out: [(out,)], names=["x"], seed=40)
+checks.check_function("tanh_relu", ReLU, "relu", checks.random_cases(41, unary_shapes, label="ReLU"),
+                      saves=lambda x, out: [(x,), (x > 0,)], names=["x"], seed=41)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. Topological order
+#
+# A **topological order** of the graph under a root lists every node the root depends on (and the
+# root itself) exactly once, each node after all of its inputs. For the running example,
+# `[x, y, q, r, L]` and `[y, x, q, r, L]` are both topological orders; `[x, q, y, r, L]` is not,
+# because `q` comes before its input `y`.
+#
+# Depth-first search gives one directly: visit a node's inputs first, then append the node. As a
+# recursive function that reads
+#
+# ```python
+# def visit(node):
+#     if id(node) not in seen:
+#         seen.add(id(node))
+#         for parent in node.inputs:
+#             visit(parent)
+#         order.append(node)   # after all of its inputs
+# ```
+#
+# The set `seen` makes every node appear once even when several nodes use it; it holds `id(node)`,
+# the identity of the tensor object, because two different nodes can hold equal values, and
+# looking an id up in a set is instant while `node in order` scans the whole list.
+#
+# This recursive version has one fatal problem: each call waits on the call stack for its inputs,
+# so the stack grows as deep as the longest path in the graph. Python stops at
+# `sys.getrecursionlimit()` frames (1000 by default) with a `RecursionError`, and graphs that deep
+# are ordinary: a loop that applies 10,000 updates to one tensor, or a recurrent network unrolled
+# over a long sequence. So we manage the stack ourselves, in a Python list. One way is to keep, for
+# each node on the stack, an iterator over the inputs it has not visited yet; that list then holds
+# exactly what the recursive version keeps in its frames. (Other correct choices: push each node
+# twice, once to expand it and once to emit it; or Kahn's algorithm, which counts each node's
+# consumers and emits a node once all of them are done.)
+#
+# Every tensor reachable from the root through `.inputs` belongs in the order, including leaves
+# that do not require grad (constants such as the `2.0` in `x * 2.0`).
+
+# %% nbgrader={"grade": false, "grade_id": "topological_order", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def topological_order(root):
+    """Every tensor reachable from ``root`` through ``.inputs``, and ``root``, each exactly once,
+    each after all of its inputs, as a list. Iterative: a chain of 10,000 operations must work
+    without raising the recursion limit."""
+    ### BEGIN SOLUTION
+    order = []
+    seen = {id(root)}
+    stack = [(root, iter(root.inputs))]  # each entry: a node and its inputs not visited yet
+    while stack:
+        node, pending_inputs = stack[-1]
+        for parent in pending_inputs:
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                stack.append((parent, iter(parent.inputs)))
+                break  # visit this input first; come back to the node afterwards
+        else:  # every input is already in the order, so the node can follow them
+            stack.pop()
+            order.append(node)
+    return order
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_topological_order", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
+class Node(Function):
+    """A stand-in operation with any number of inputs: the tests use it to build graphs of any shape."""
+
+    @staticmethod
+    def forward(ctx, *arrays):
+        return np.zeros(())
+
+
+def check_order(root, what):
+    """Run topological_order(root) and check: only tensors, each once, all reachable nodes, inputs first."""
+    order = list(checks.run_student("topological_order", topological_order, root))
+    position = {}
+    for i, node in enumerate(order):
+        assert isinstance(node, Tensor), (
+            f"[topological_order] {what}: item {i} is a {type(node).__name__}, not a Tensor.")
+        assert id(node) not in position, (
+            f"[topological_order] {what}: the node at position {i} already appeared at position {position[id(node)]}. "
+            "Each node must appear once, even when several nodes use it: remember the ids you have visited.")
+        position[id(node)] = i
+    reachable, stack = {id(root)}, [root]
+    while stack:
+        for parent in stack.pop().inputs:
+            if id(parent) not in reachable:
+                reachable.add(id(parent))
+                stack.append(parent)
+    missing, extra = len(reachable - position.keys()), len(position.keys() - reachable)
+    assert not missing, (f"[topological_order] {what}: {missing} of the {len(reachable)} nodes reachable from the "
+                         "root are missing (leaves and constants belong in the order too).")
+    assert not extra, f"[topological_order] {what}: {extra} node(s) in the order are not reachable from the root."
+    for node in order:
+        for parent in node.inputs:
+            assert position[id(parent)] < position[id(node)], (
+                f"[topological_order] {what}: the node at position {position[id(node)]} comes before its input at "
+                f"position {position[id(parent)]}. A node must come after all of its inputs.")
+    return order
+
+
+x, y = Tensor(2.0, requires_grad=True), Tensor(3.0, requires_grad=True)
+q = Node.apply(x, y)  # the worked example: q = x * y
+r = Node.apply(q, x)  # r = q + x
+L = Node.apply(r, q)  # L = r * q
+assert len(check_order(L, "the worked example")) == 5
+check_order(Node.apply(x, x), "x * x")
+assert check_order(x, "a single leaf") == [x], "[topological_order] the order of a lone leaf is [leaf]."
+### BEGIN HIDDEN TESTS
+def random_dag(seed, n_nodes):
+    """Leaves (some constants), then nodes with 1 to 3 inputs, often repeated, mostly from recent nodes."""
+    rng = np.random.default_rng(seed)
+    nodes = [Tensor(np.zeros(()), requires_grad=bool(i % 3)) for i in range(4)]
+    for _ in range(n_nodes):
+        recent = max(0, len(nodes) - 6)
+        picks = [int(rng.integers(recent if rng.random() < 0.7 else 0, len(nodes)))
+                 for _ in range(int(rng.integers(1, 4)))]
+        nodes.append(Node.apply(*[nodes[i] for i in picks]))
+    return nodes[-1]
+
+
+for seed in range(25):
+    check_order(random_dag(seed, 40), f"random graph (seed {seed})")
+c = Tensor(np.ones(()))  # a constant input is a node too
+check_order(Node.apply(Node.apply(x, c), c, x), "a graph with a constant")
+check_order(Node.apply(x, x, x), "a node using the same input three times")
+
+# A chain of 10,000 operations, under a recursion limit only a little above the current depth:
+# an iterative order needs no deeper stack; a recursive one needs 10,000 frames.
+chain = Tensor(np.zeros(()), requires_grad=True)
+for _ in range(10_000):
+    chain = Node.apply(chain)
+depth, frame = 0, sys._getframe()
+while frame is not None:
+    depth, frame = depth + 1, frame.f_back
+old_limit = sys.getrecursionlimit()
+sys.setrecursionlimit(depth + 200)
+try:
+    chain_order = check_order(chain, "a chain of 10,000 operations (recursion would need 10,000 frames)")
+finally:
+    sys.setrecursionlimit(old_limit)
+assert len(chain_order) == 10_001
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 6. Reverse accumulation: `backward`
+#
+# Now we put it together. `backward(root, grad=None)` computes $\bar v$ for every node and stores it
+# in `.grad` of the leaves that require grad, following PyTorch's rules.
+#
+# 1. **The seed.** $\bar L = \partial L / \partial L = 1$: for a root with exactly one element
+#    (0-d, or a shape like `(1, 1)`; torch's rule counts elements), the seed is
+#    `np.ones_like(root.data)`. A root with more elements has no single derivative, and
+#    `backward` without `grad` raises a `RuntimeError`, as torch does ("grad can be implicitly
+#    created only for scalar outputs"). When `grad` is given (an array of the root's shape),
+#    it is the seed: `y.backward(g)` computes the gradient of `(g * y).sum()`.
+# 2. **The sweep.** Walk `reversed(topological_order(root))`, keeping a dictionary from `id(node)`
+#    to the gradient that node has received so far. For each node that has received a gradient:
+#    if it is a leaf, add it into `node.grad`; otherwise call `node.fn.backward(node.ctx, g)`,
+#    which returns one gradient per input (a single array for one input), and **add** each into the
+#    entry of its input, skipping inputs that do not require grad (constants).
+# 3. **Leaves only.** Only leaves that require grad get a `.grad`. Intermediate gradients live in
+#    the dictionary and can be dropped (`dict.pop`) as soon as the node has passed them on, which
+#    frees their memory; torch does the same, and keeps one only if asked (`t.retain_grad()`).
+# 4. **Repeated calls add up.** A second `backward` adds into the existing `.grad` instead of
+#    replacing it, as in torch; this is why training loops call `zero_grad()` before each step.
+#    (Unlike torch, our graph keeps its saved values after backward, so a second call needs no
+#    `retain_graph=True`.)
+#
+# **The aliasing trap.** `Add.backward` returns the *same array object* for both of its inputs. If
+# we stored that object as the gradient of `x`, a later `+=` into `x`'s gradient would change `y`'s
+# too. So each sum starts from a fresh array (`np.zeros_like(node.data)`), and `+=` adds into it.
+#
+# **Worked example.** For the running example, a valid order is `[x, y, q, r, L]`, so the sweep
+# visits `L, r, q, y, x`. The dictionary goes `{L: 1}` → `{r: 6, q: 8}` → `{q: 14, x: 6}` →
+# `{x: 48, y: 28}`, and finally `y.grad = 28`, `x.grad = 48`. The figure at the end of the notebook
+# replays this sweep, step by step, with our own code.
+
+# %% nbgrader={"grade": false, "grade_id": "backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def backward(root, grad=None):
+    """Add d(root)/d(leaf), weighted by ``grad``, into ``.grad`` of every leaf under ``root`` that
+    requires grad.
+
+    ``grad`` defaults to ones for a root with exactly one element; for any other root it is
+    required, and a ``RuntimeError`` is raised without it. Visits the nodes in reverse
+    topological order (use ``topological_order``). A node reached along several paths receives
+    the sum of their contributions. Nodes that are not leaves keep no ``.grad``; leaves add to
+    the ``.grad`` they already have.
+    """
+    ### BEGIN SOLUTION
+    if grad is None:
+        if np.size(root.data) != 1:  # torch counts elements: a (1, 1) root is a scalar here
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        grad = np.ones(root.shape, dtype=root.data.dtype)
+    received = {id(root): np.asarray(grad)}  # id(node) -> sum of the gradients sent to it so far
+    for node in topological_order(root)[::-1]:  # every consumer before the nodes it used
+        node_grad = received.pop(id(node), None)
+        if node_grad is None or not node.requires_grad:
+            continue
+        if node.is_leaf:
+            if node.grad is None:
+                node.grad = np.zeros_like(node.data)
+            node.grad += node_grad
+            continue
+        input_grads = node.fn.backward(node.ctx, node_grad)
+        if not isinstance(input_grads, tuple):
+            input_grads = (input_grads,)
+        for parent, parent_grad in zip(node.inputs, input_grads):
+            if parent.requires_grad:
+                if id(parent) not in received:
+                    received[id(parent)] = np.zeros_like(parent.data)
+                received[id(parent)] += parent_grad
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_backward", "locked": true, "points": 14, "schema_version": 3, "solution": false, "task": false}
+# check_graph builds each graph on our Tensor (leaves with requires_grad=True), calls .backward()
+# and compares every leaf's .grad with torch autograd and with central differences. The graphs use
+# our operations: if an operation's test above fails, fix that first.
+def worked_example(x, y):
+    q = x * y
+    return (q + x) * q
+
+
+checks.check_graph("backward", Tensor, lambda x: (x * x).sum(), [checks.randn(50, 3, 4)], names=["x"])
+_, (x, y) = checks.check_graph("backward", Tensor, worked_example, [np.array(2.0), np.array(3.0)], names=["x", "y"])
+# exact: every value and gradient in the worked example is a small integer, exact in float64
+assert (x.grad, y.grad) == (48.0, 28.0), "[backward] the worked example of section 2 gives x.grad = 48, y.grad = 28."
+### BEGIN HIDDEN TESTS
+def diamond(x, y):
+    h = (x * y).exp()  # h reaches the loss along three paths
+    return ((h * h + h).log() - 0.5 * x).sum()
+
+
+def mlp(x, W1, W2):
+    h = (x @ W1).tanh()  # h feeds the output layer and a penalty term
+    out = (h @ W2).relu()  # out + out * out: where ReLU is off, the upstream grad is 1, not 0
+    return (out * out + out).sum() + (h * h).sum(axis=1).sum()
+
+
+checks.check_graph("backward", Tensor, lambda x, y: worked_example(x, y).sum(),
+                   [checks.randn(51, 2, 3), checks.randn(52, 2, 3)], names=["x", "y"], seed=51)
+checks.check_graph("backward", Tensor, diamond, [checks.randn(53, 3, 2), checks.randn(54, 3, 2)],
+                   names=["x", "y"], seed=53)
+checks.check_graph("backward", Tensor, mlp, [checks.randn(55, 4, 3), checks.randn(56, 3, 5), checks.randn(57, 5, 2)],
+                   names=["x", "W1", "W2"], seed=55)
+checks.check_graph("backward", Tensor, lambda x: (x.tanh() * x - x).exp().sum(axis=0, keepdims=True).sum(),
+                   [checks.randn(58, 3, 2)], names=["x"], seed=58)
+
+
+def long_chain(x0, n):
+    x = Tensor(x0, requires_grad=True)
+    y = x
+    for _ in range(n):
+        y = y + x  # after k steps y = (k + 1) x, and x fans out to every step
+    y.sum().backward()
+    return x
+
+
+n = 3_000  # three times Python's default recursion limit: one recursive call per node fails
+x_chain = checks.run_student("backward", long_chain, checks.randn(59, 3), n)
+checks.assert_close(x_chain.grad, np.full(3, n + 1.0), task="backward", case=f"a chain of {n:,} Adds, y = x + ... + x",
+                    name="grad of x", kind="grad")
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_backward_rules", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
+# PyTorch's rules: implicit seed only for one-element roots, leaves accumulate across calls,
+# intermediate nodes and constants get no .grad.
+def rules_graph():
+    x = Tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
+    c = Tensor(np.array([0.5, 0.5, 2.0]))  # a constant: requires_grad=False
+    h = x * c
+    loss = (h * h).sum()
+    loss.backward()
+    return x, c, h, loss
+
+
+x, c, h, loss = checks.run_student("backward", rules_graph)
+assert h.grad is None, ("[backward] the intermediate node h = x * c has a .grad after backward(). Only leaves keep "
+                        "their gradient (torch does the same unless asked with h.retain_grad()).")
+assert loss.grad is None, "[backward] the root is not a leaf: it should keep no .grad."
+assert c.grad is None, "[backward] c was created with requires_grad=False, but it received a .grad."
+checks.assert_close(x.grad, 2 * x.data * c.data**2, task="backward", case="loss = sum((x * c)**2)",
+                    name="grad of x (2 x c^2)", kind="grad")
+raised = checks.expect_raises("backward", RuntimeError, backward, checks.run_student("backward", lambda: x * x))
+### BEGIN HIDDEN TESTS
+def added_not_replaced(got, expected):
+    # a hint only (the verdict is assert_close's): got is one call's gradient up to rounding
+    if np.max(np.abs(2 * got - expected)) <= 1e-9 * (1 + np.max(np.abs(expected))):
+        return ("after the second backward() the .grad equals one call's gradient: it was replaced, not added "
+                "to. torch accumulates into .grad across calls (that is why training loops call zero_grad()).")
+    return None
+
+
+def reuse(x, y):
+    return (x * x + (x + y)).sum()  # x: three contributions; x + y: Add sends one array to both
+
+
+out, leaves = checks.check_graph("backward", Tensor, reuse, [checks.randn(60, 2, 3), checks.randn(61, 2, 3)],
+                                 names=["x", "y"], seed=60)
+first = [t.grad.copy() for t in leaves]
+checks.run_student("backward", out.backward)
+for t, g, name in zip(leaves, first, ["x", "y"]):
+    checks.assert_close(t.grad, 2 * g, task="backward", case="a second backward() on the same graph",
+                        name=f"grad of {name} (twice one call's)", kind="grad", hints=[added_not_replaced])
+
+# An explicit grad on a non-scalar root: y.backward(G) must equal backward of (y * G).sum().
+x0, G = checks.randn(62, 2, 3), checks.randn(63, 2, 3)
+_, (x_ref, _) = checks.check_graph("backward", Tensor, lambda x, g: ((x * x).tanh() * g).sum(), [x0, G],
+                                   names=["x", "G"], seed=62)
+
+
+def explicit_seed():
+    x = Tensor(x0.copy(), requires_grad=True)
+    (x * x).tanh().backward(G.copy())
+    return x
+
+
+checks.assert_close(checks.run_student("backward", explicit_seed).grad, x_ref.grad, task="backward",
+                    case="y.backward(G) on a non-scalar y", name="grad of x", kind="grad")
+# A root with one element that is not 0-d, shape (1, 1): torch seeds it with ones.
+def one_by_one(x, w):
+    h = x @ w
+    return h.tanh() * h
+
+
+checks.check_graph("backward", Tensor, one_by_one, [checks.randn(64, 1, 3), checks.randn(65, 3, 1)],
+                   names=["x", "w"], seed=64)
+x22 = Tensor(checks.randn(66, 2, 2), requires_grad=True)
+raised = checks.expect_raises("backward", RuntimeError, backward,
+                              checks.run_student("backward", lambda: x22.tanh() * x22))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 7. Concept checks
+#
+# ### Exercise `passes`
+#
+# Use section 2 ("Why reverse mode"). A *pass* is one sweep through the graph, forward or reverse.
+#
+# - `reverse_passes`, `forward_passes`: for $f : \mathbb{R}^{1000} \to \mathbb{R}$, how many reverse
+#   passes, and how many forward-mode passes, give the full gradient?
+# - `jacobian_reverse_passes`, `jacobian_forward_passes`: the same for the full Jacobian of
+#   $g : \mathbb{R}^{10} \to \mathbb{R}^{1000}$.
+
+# %% nbgrader={"grade": false, "grade_id": "passes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# Set reverse_passes, forward_passes, jacobian_reverse_passes and jacobian_forward_passes (whole numbers).
+### BEGIN SOLUTION
+reverse_passes = 1
+forward_passes = 1000
+jacobian_reverse_passes = 1000
+jacobian_forward_passes = 10
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_passes", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+for name in ["reverse_passes", "forward_passes", "jacobian_reverse_passes", "jacobian_forward_passes"]:
+    assert isinstance(globals().get(name), (int, np.integer)), f"[passes] set `{name}` to a whole number."
+### BEGIN HIDDEN TESTS
+# One reverse pass gives one row of the Jacobian (one output); one forward pass gives one column (one input).
+hint = "one reverse pass per output, one forward pass per input (section 2)."
+n_in, n_out = 1000, 1
+checks.check_value("passes", "reverse_passes", reverse_passes, n_out, hint=hint)
+checks.check_value("passes", "forward_passes", forward_passes, n_in, hint=hint)
+n_in, n_out = 10, 1000
+checks.check_value("passes", "jacobian_reverse_passes", jacobian_reverse_passes, n_out, hint=hint)
+checks.check_value("passes", "jacobian_forward_passes", jacobian_forward_passes, n_in, hint=hint)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise `fan_out`
+#
+# Count the separate gradient terms that `backward` adds into the entry of `x` (each is one `+=`).
+#
+# - `square_terms`: for `y = x * x`, how many terms does the `Mul` node send to `x`?
+# - `cube_terms`: for `y = (x * x) * x`, how many terms does `x` receive in total?
+
+# %% nbgrader={"grade": false, "grade_id": "fan_out", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# Set square_terms and cube_terms (whole numbers).
+### BEGIN SOLUTION
+square_terms = 2
+cube_terms = 3
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_fan_out", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+for name in ["square_terms", "cube_terms"]:
+    assert isinstance(globals().get(name), (int, np.integer)), f"[fan_out] set `{name}` to a whole number."
+### BEGIN HIDDEN TESTS
+# A node sends one term per input slot: Mul(x, x) fills both slots with x; Mul(x * x, x) fills one.
+inner_slots, outer_slots = 2, 1
+checks.check_value("fan_out", "square_terms", square_terms, inner_slots,
+                   hint="Mul has two inputs, and in x * x both of them are x.")
+checks.check_value("fan_out", "cube_terms", cube_terms, inner_slots + outer_slots,
+                   hint="count the input slots holding x in both Mul nodes.")
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 8. Explain
+#
+# ### Exercise `explain_saved` (10 points)
+#
+# `Exp` saves its output, `Log` saves its input, `Mul` saves both of its inputs and `Add` saves
+# nothing. For each of these four, say why that is the right thing to save, from the form of the
+# derivative. Then say what would be lost if `Exp` saved its input instead, and why saved values are
+# the main memory cost of reverse mode in a deep network.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "explain_saved", "locked": false, "points": 10, "schema_version": 3, "solution": true, "task": false}
+# A Function should save exactly what its VJP needs, and nothing more.
+#
+# - `Exp`: $\frac{d}{dx} e^x = e^x$, which is the output. Saving the output makes backward a single
+#   multiplication, $\bar x = \bar y \odot y$, with no new `exp`.
+# - `Log`: $\frac{d}{dx} \log x = 1/x$, which depends on the input. The output would only help by
+#   recomputing $x = e^y$, an extra `exp` and a loss of precision, so `Log` saves $x$ and computes
+#   $\bar y / x$.
+# - `Mul`: $\bar x = \bar z \odot y$ and $\bar y = \bar z \odot x$: each gradient needs the other
+#   operand, so both are saved.
+# - `Add`: the Jacobian is the identity for both inputs, so backward passes `grad` through; no
+#   forward value is needed.
+#
+# If `Exp` saved its input, backward would have to compute `np.exp(x)` a second time: the same
+# memory (one array of the input's size), plus a second pass of the most expensive operation in the
+# op, for nothing. (`Tanh` is the same story: $1 - \tanh^2 x$ comes from the output.)
+#
+# Reverse mode runs backward only after the whole forward pass, so every saved array of every layer
+# is alive at the same moment, at the end of the forward pass. In a deep network these activations,
+# one or two arrays per operation and per example in the batch, usually take more memory than the
+# parameters. That is why what each op saves matters, and why saving a shape (`Sum`) or a boolean
+# mask (`ReLU`) instead of a float array is worth doing.
+
+# %% [markdown]
+# ### Exercise `explain_accumulate` (5 points)
+#
+# (a) Our `backward` adds every incoming gradient into a running sum. Using `y = x * x` at $x = 3$,
+# say what a `backward` that *assigns* each incoming gradient (`=` instead of `+=`) gives for
+# `x.grad`, and why the correct value needs the sum.
+#
+# (b) Leaves also add to their `.grad` across `backward` calls instead of replacing it. Describe a
+# situation in training where this is exactly what we want, and say what a training loop has to do
+# when it is not.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "explain_accumulate", "locked": false, "points": 5, "schema_version": 3, "solution": true, "task": false}
+# (a) `y = x * x` is one `Mul` node whose two inputs are both `x`. Its backward returns
+# $(\bar y \cdot x,\ \bar y \cdot x) = (3, 3)$ with $\bar y = 1$: one term per path from `x` to `y`.
+# By the multivariable chain rule, $\partial y / \partial x$ is the sum over all paths,
+# $3 + 3 = 6 = 2x$. With assignment the second term overwrites the first and `x.grad` is 3, half the
+# true value. In general, any node with fan-out (a diamond, a shared weight, a residual connection)
+# would keep only the contribution of whichever path was processed last.
+#
+# (b) Gradient accumulation. When a batch of 256 examples does not fit in memory, we split it into
+# 4 micro-batches of 64 and call `backward` on each micro-batch's loss (divided by 4, so that the
+# losses add up to the full batch's mean loss). Because the gradient of a sum is the sum of the
+# gradients, `.grad` after the 4 calls is the gradient of the full-batch loss, and one optimizer step
+# follows. The same holds for several losses backpropagated one at a time. When accumulation is not
+# wanted, which is the usual case of one backward per step, the loop must reset the gradients before
+# each backward (`optimizer.zero_grad()`, which sets each `.grad` to zero or `None`); otherwise
+# every step would also apply the gradients of all the previous steps.
+
+# %% [markdown]
+# ## 9. Figure: watching reverse accumulation
+#
+# The figure draws the computation graph of a small expression of scalars. Each box shows a node's
+# name, the operation that computed it, its value, and the gradient it has received so far. The
+# slider steps through the sweep **as our `backward` performs it**: step 0 is the seed, and each
+# later step is one call of a node's `backward` (highlighted), with the gradients it sends written
+# on the edges to its inputs. Watch `q` in the worked example receive 8 and then 6, and `x` in
+# `x * x` receive two terms from the same node. In `log(e^x + e^y)` the two leaf gradients are the
+# softmax of $(x, y)$ from unit 1.2, and add up to 1. The figure works once the operations are
+# written, and shows gradients once `topological_order` and `backward` are.
+
+# %% nbgrader={"grade": false, "grade_id": "figure", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+from IPython.display import display
+
+
+def _worked_example():
+    x, y = Tensor(2.0, requires_grad=True), Tensor(3.0, requires_grad=True)
+    q = x * y
+    r = q + x
+    return {"x": x, "y": y, "q": q, "r": r, "L": r * q}
+
+
+def _square():
+    x = Tensor(3.0, requires_grad=True)
+    return {"x": x, "y": x * x}
+
+
+def _neuron():
+    w, x, b = Tensor(0.5, requires_grad=True), Tensor(2.0, requires_grad=True), Tensor(-0.25, requires_grad=True)
+    a = w * x
+    z = a + b
+    h = z.tanh()
+    return {"w": w, "x": x, "b": b, "a": a, "z": z, "h": h, "L": h * z}
+
+
+def _log_sum_exp():
+    x, y = Tensor(1.0, requires_grad=True), Tensor(-0.5, requires_grad=True)
+    ex, ey = x.exp(), y.exp()
+    s = ex + ey
+    return {"x": x, "y": y, "e^x": ex, "e^y": ey, "s": s, "L": s.log()}
+
+
+EXAMPLES = {  # each builder returns its nodes by name, in the order they were created
+    "worked example: q = x*y, r = q + x, L = r*q": _worked_example,
+    "x * x": _square,
+    "neuron: a = w*x, z = a + b, L = tanh(z) * z": _neuron,
+    "log(e^x + e^y)": _log_sum_exp,
+}
+
+
+def replay(build):
+    """Build an example and run our backward on it, recording each Function.backward call.
+
+    Returns (nodes, steps, note): steps are (node, grad received, grads sent) in the order our
+    backward made the calls; note says what is still to be written, if anything.
+    """
+    try:
+        nodes = build()
+    except NotImplementedError:
+        return None, [], "Write the operations (Exercises add_mul_neg to tanh_relu) to see this graph."
+    by_ctx = {id(t.ctx): t for t in nodes.values() if t.ctx is not None}
+    classes = {t.fn for t in nodes.values() if t.fn is not None}
+    own = {fn: fn.__dict__.get("backward") for fn in classes}
+    steps = []
+
+    def watch(inner):
+        def watched(ctx, grad):
+            sent = inner(ctx, grad)
+            steps.append((by_ctx[id(ctx)], grad, sent if isinstance(sent, tuple) else (sent,)))
+            return sent
+        return staticmethod(watched)
+
+    for fn in classes:  # watch each backward during this one call, then put the originals back
+        fn.backward = watch(fn.backward)
+    try:
+        backward(list(nodes.values())[-1])
+    except NotImplementedError:
+        return nodes, [], "Write topological_order and backward to see the gradients flow."
+    finally:
+        for fn, original in own.items():
+            if original is None:
+                del fn.backward
+            else:
+                fn.backward = original
+    return nodes, steps, None
+
+
+def draw(nodes, steps, note, step):
+    names = {id(t): name for name, t in nodes.items()}
+    depth = {}
+    for t in nodes.values():  # creation order is a topological order
+        depth[id(t)] = max((depth[id(p)] + 1 for p in t.inputs), default=0)
+    layers = {}
+    for t in nodes.values():
+        layers.setdefault(depth[id(t)], []).append(t)
+    pos = {id(t): (d, (len(ts) - 1) / 2 - i) for d, ts in layers.items() for i, t in enumerate(ts)}
+    root = list(nodes.values())[-1]
+    received = {id(root): 1.0} if steps else {}
+    sent_on = {}
+    for node, _, sent in steps[:step]:
+        for j, (parent, g) in enumerate(zip(node.inputs, sent)):
+            if parent.requires_grad:
+                received[id(parent)] = received.get(id(parent), 0.0) + float(np.sum(g))
+                sent_on[(id(node), j)] = float(np.sum(g))
+    current = steps[step - 1][0] if step else None
+    done = {id(n) for n, _, _ in steps[:step]}
+
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    half_height = max(len(ts) for ts in layers.values()) / 2 + 0.3
+    ax.set_xlim(-0.6, max(layers) + 0.6)
+    ax.set_ylim(-half_height, half_height)
+    ax.axis("off")
+    to_screen = ax.transData.transform
+    for t in nodes.values():
+        for j, p in enumerate(t.inputs):
+            copies = [k for k, other in enumerate(t.inputs) if other is p]
+            rad = 0.35 * (copies.index(j) - (len(copies) - 1) / 2)  # x * x: two curved edges
+            if depth[id(t)] - depth[id(p)] > 1:  # an edge that skips a layer bends away from the middle row
+                rad += -0.3 if pos[id(p)][1] + pos[id(t)][1] > 0 else 0.3
+            ax.annotate("", xy=pos[id(t)], xytext=pos[id(p)],
+                        arrowprops=dict(arrowstyle="-|>", color="#555555", shrinkA=34, shrinkB=34,
+                                        connectionstyle=f"arc3,rad={rad}"))
+            if (id(t), j) in sent_on:  # label the middle of the arc, which arc3 bends in screen space
+                (x0, y0), (x1, y1) = to_screen(pos[id(p)]), to_screen(pos[id(t)])
+                middle = ((x0 + x1) / 2 + rad * (y1 - y0) / 2, (y0 + y1) / 2 - rad * (x1 - x0) / 2)
+                ax.text(*ax.transData.inverted().transform(middle), f"{sent_on[(id(t), j)]:.4g}",
+                        color="#b00020", fontsize=9, ha="center", va="center",
+                        bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none"))
+    for t in nodes.values():
+        g = received.get(id(t))
+        label = (f"{names[id(t)]} = {t.fn.__name__ if t.fn else 'leaf'}\n"
+                 f"data {float(t.data):.4g}\ngrad {'-' if g is None else f'{g:.4g}'}")
+        colour = "#f4a261" if t is current else "#a8dadc" if id(t) in done else "#e9ecef"
+        ax.text(*pos[id(t)], label, ha="center", va="center", fontsize=9, family="monospace",
+                bbox=dict(boxstyle="round,pad=0.4", fc=colour, ec="#333333"))
+    if note:
+        title = note
+    elif step == 0:
+        title = f"step 0: the seed, {names[id(root)]} receives grad 1"
+    else:
+        node, grad, sent = steps[step - 1]
+        parts = ", ".join(f"{float(np.sum(g)):.4g} to {names.get(id(p), 'a constant')}"
+                          for p, g in zip(node.inputs, sent) if p.requires_grad)
+        title = (f"step {step} of {len(steps)}: {names[id(node)]}.fn.backward receives grad "
+                 f"{float(np.sum(grad)):.4g} and sends {parts}")
+    ax.set_title(title, fontsize=10)
+    plt.show()
+
+
+example = widgets.Dropdown(options=list(EXAMPLES), description="expression", layout=widgets.Layout(width="520px"))
+step_slider = widgets.IntSlider(min=0, max=0, description="step")
+canvas = widgets.Output()
+state = {}
+
+
+def redraw(*_):
+    with canvas:
+        canvas.clear_output(wait=True)
+        if state["nodes"] is None:
+            print(state["note"])
+        else:
+            draw(state["nodes"], state["steps"], state["note"], step_slider.value)
+
+
+def choose(*_):
+    state["nodes"], state["steps"], state["note"] = replay(EXAMPLES[example.value])
+    step_slider.value, step_slider.max = 0, len(state["steps"])
+    redraw()
+
+
+example.observe(choose, names="value")
+step_slider.observe(redraw, names="value")
+choose()
+display(widgets.VBox([example, step_slider, canvas]))
+
+# %% [markdown]
+# ## Summary
+#
+# - A computation graph records each value and the values it was computed from. Leaves are the
+#   values we create; the root is the value we differentiate.
+# - Each operation knows only its own vector-Jacobian product, and saves from its forward pass just
+#   what that product needs: inputs, an output, a shape or a mask.
+# - Reverse accumulation visits the nodes in reverse topological order, so that each node has
+#   received the sum of the gradients from all of its consumers before it passes its own on. One
+#   reverse pass gives the whole gradient of a scalar; forward mode would need one pass per input.
+# - We follow PyTorch's rules: the implicit seed only for one-element roots, gradients kept on
+#   leaves only, and accumulated across calls.
+#
+# Next, in unit 1.4, the operands of `Add` and `Mul` may have different shapes. Broadcasting copies
+# values in the forward pass, so by the same reasoning as `Sum` here, the backward pass has to sum
+# gradients over the broadcast axes.
