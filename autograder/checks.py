@@ -14,7 +14,12 @@ Guarantees the grader relies on:
 
 * **Frozen references.** Every NumPy and torch callable used here is bound when this module is
   imported. A notebook that later rebinds ``np.allclose``, ``np.testing.assert_allclose`` or
-  ``torch.allclose`` cannot change a verdict (this module never calls them anyway).
+  ``torch.allclose`` cannot change a verdict (this module never calls them anyway). The
+  builtins (``abs``, ``float``, ``isinstance``...) are a private copy too: a notebook that
+  assigns to ``builtins.abs`` changes its own ``abs``, not this module's.
+* **Sealed while grading.** The grading kernel calls :func:`seal` before any notebook code runs:
+  this module and :mod:`autograder.oracles` then refuse assignments, so that
+  ``checks.against_torch = lambda *a, **k: None`` fails in the cell that tries it.
 * **NumPy only.** Student code runs under a profiler hook; a call into torch, ``engine_ref``
   or this package fails the exercise with a clear message.
 * **Quiet.** Passing checks write nothing to stdout or stderr. Warnings raised by student code
@@ -34,7 +39,10 @@ Tolerances (``DEFAULT_TOL``), and why:
   error is about h^2 |f'''| ~ 1e-12 and rounding error about eps |f| / h ~ 1e-10 |f|, with
   |f| up to ~1e3 for the weighted sums checked here: at most about 1e-7.
 """
+import builtins
 import sys
+import traceback
+import types
 import warnings
 from dataclasses import dataclass, field
 
@@ -44,6 +52,8 @@ import torch
 from . import oracles
 
 # --- frozen references ------------------------------------------------------------------
+# Functions defined below look builtins up in this copy, taken before any notebook code ran.
+__builtins__ = dict(vars(builtins))
 _array = np.array
 _asarray = np.asarray
 _abs = np.abs
@@ -80,6 +90,7 @@ _no_grad = torch.no_grad
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
 _catch_warnings = warnings.catch_warnings
+_clear_frames = traceback.clear_frames
 _simplefilter = warnings.simplefilter
 
 FD_EPS = 1e-6
@@ -206,6 +217,9 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
                 f"[{task}] your code raised RecursionError: {exc}. Hint: a graph this deep needs an explicit "
                 "stack (a Python list) instead of one recursive call per node.") from exc.with_traceback(None)
         except Exception as exc:  # the student's error becomes a readable failure
+            # drop the failed call's local variables: after a MemoryError they hold the memory
+            # that the next exercises need
+            _clear_frames(exc.__traceback__)
             raise CheckFailure(f"[{task}] your code raised {type(exc).__name__}: {exc}") from exc
     if found:
         raise CheckFailure(
@@ -634,3 +648,30 @@ def check_value(task, name, got, expected, *, rtol=0.0, atol=0.0, hint=None):
         raise CheckFailure(f"[{task}] `{name}` should be a number, got {got!r}.") from None
     if not abs(value - expected) <= atol + rtol * abs(expected):
         raise CheckFailure(f"[{task}] `{name}` = {value!r} is not right." + (f" Hint: {hint}" if hint else ""))
+
+
+# --- sealing --------------------------------------------------------------------------------
+class _SealedModule(types.ModuleType):
+    """A module whose attributes can no longer be assigned or deleted."""
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{self.__name__} is read-only while grading: `{name}` cannot be rebound")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{self.__name__} is read-only while grading: `{name}` cannot be deleted")
+
+
+def seal():
+    """Make this module and :mod:`autograder.oracles` read-only, for the rest of the process.
+
+    Their tables (``DEFAULT_TOL``, ``ORACLES``) become read-only views, and their attributes
+    can no longer be rebound. For the grading kernel only: tests that monkeypatch the checks
+    run unsealed.
+    """
+    global DEFAULT_TOL
+    if isinstance(oracles, _SealedModule):
+        return
+    DEFAULT_TOL = types.MappingProxyType(dict(DEFAULT_TOL))
+    oracles.ORACLES = types.MappingProxyType(dict(oracles.ORACLES))
+    for module in (sys.modules[__name__], oracles):
+        module.__class__ = _SealedModule

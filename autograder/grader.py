@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import state
+from . import sandbox, state
 from .course import BY_ID, nbgrader_env
 
 PACKAGE = Path(__file__).resolve().parent
@@ -50,10 +50,11 @@ class Options:
 def fingerprint(submission_dir, source_notebook):
     """A digest of everything a grade depends on: the submission, the source notebook, the checks."""
     h = hashlib.sha256()
-    files = sorted(p for p in Path(submission_dir).rglob("*") if p.is_file())
+    # a link is hashed by where it points, never followed: it may point at /proc/kcore
+    files = sorted(p for p in Path(submission_dir).rglob("*") if p.is_symlink() or p.is_file())
     for p in files + [Path(source_notebook)] + [PACKAGE / f for f in GRADER_FILES]:
         h.update(str(p.relative_to(submission_dir) if p in files else p.name).encode() + b"\0")
-        h.update(hashlib.sha256(p.read_bytes()).digest())
+        h.update(os.readlink(p).encode() if p.is_symlink() else hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()
 
 
@@ -109,6 +110,7 @@ class _Worker:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        sandbox.clean_up(self.proc.pid)
 
 
 def _fail(job, reason, seconds):
@@ -122,6 +124,7 @@ def grade(course_root, assignment_id, options=None):
     root = Path(course_root).resolve()
     db_url = options.db_url or state.sqlite_url(root)
     with _run_lock(root, assignment_id):
+        sandbox.preflight()
         jobs, _ = plan(root, assignment_id, db_url, options.force)
         for job in jobs:
             job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc)

@@ -21,6 +21,11 @@ import nbformat
 
 def check_submission(submission_dir, notebook):
     """None when the submission can be run, else the reason it cannot, for the student."""
+    # nbgrader copies a submission by following its links: a link to the gradebook would be
+    # copied into the student's folder, and from there into the feedback
+    links = sorted(str(p.relative_to(submission_dir)) for p in Path(submission_dir).rglob("*") if p.is_symlink())
+    if links:
+        return f"the submission contains symbolic links, which are not accepted: {', '.join(links)}"
     path = Path(submission_dir) / f"{notebook}.ipynb"
     if not path.exists():
         found = sorted(p.name for p in Path(submission_dir).glob("*.ipynb"))
@@ -47,7 +52,10 @@ def failure_reason(result):
     for needle, reason in (("DeadKernelError", "the kernel died (the notebook exited or crashed its kernel)"),
                            ("Kernel died", "the kernel died (the notebook exited or crashed its kernel)"),
                            ("CellTimeoutError", "a cell ran past the time limit"),
-                           ("MemoryError", "the notebook ran out of memory")):
+                           ("MemoryError", "the notebook ran out of memory"),
+                           ("nbgrader metadata format",
+                            "nbgrader could not read the notebook's nbgrader cells (a cell duplicated, or its "
+                            "metadata edited)")):
         if needle in text:
             return reason
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -72,9 +80,9 @@ def grade_one(job):
         config.CourseDirectory.root = str(root)
         config.CourseDirectory.db_url = job["db_url"]
         config.Execute.timeout = job["cell_timeout"]
-        sandbox.configure(config, job)
-        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-        result = api.autograde(job["assignment"], job["student"], force=True, create=True)
+        with sandbox.configure(config, job):
+            api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+            result = api.autograde(job["assignment"], job["student"], force=True, create=True)
         if not result["success"]:
             reason = failure_reason(result)
     record = state.Record(job["student"], job["fingerprint"], "failed" if reason else "graded", reason or "",

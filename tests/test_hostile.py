@@ -1,0 +1,545 @@
+"""Hostile and broken submissions, graded by ``autograder grade`` in one batch (issue 3).
+
+One scratch course holds two well-behaved students (the reference solution, graded first and
+last) and one student per hostile case, each built from the reference submission of unit 1.2
+by changing one thing. The whole class is graded once, through :func:`autograder.grader.grade`
+with its sandboxed workers; then each case is its own test, which checks that the submission
+was graded correctly (a tampering submission earns nothing it did not earn honestly) or was
+given 0 with a clear reason, that the batch finished, and that the well-behaved students kept
+full marks.
+"""
+import copy
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import grader, grading, sandbox, state
+from autograder.course import BY_ID, ROOT
+
+pytestmark = pytest.mark.xdist_group("hostile")  # one batch, graded once, on one xdist worker
+
+AID = "1.2-softmax-cross-entropy"
+A = BY_ID[AID]
+# The per-cell limit interrupts a runaway cell; the per-notebook limit (which kills the worker)
+# must leave room for a whole honest notebook on a loaded two-core machine, about 30 s.
+OPTIONS = dict(workers=2, timeout=120.0, cell_timeout=15, memory_mb=2048, nproc=64, progress=False)
+MARK = str(random.randrange(10**8, 10**9))  # names this run's stray files and processes
+WELL_BEHAVED = ("a-reference", "zz-reference")  # sorted first and last: graded before and after the rest
+
+WRONG_SOFTMAX = "def softmax(z, axis=-1):\n    return np.asarray(z)"
+# What a softmax that fails costs honestly: its test, and cross_entropy_backward's, which calls it.
+SOFTMAX_LOST = ["test_cross_entropy_backward", "test_softmax"]
+WRONG_CONCEPT = "loss_p09 = 123.0\nloss_p01 = 456.0"
+
+
+# --- building submissions ---------------------------------------------------------------------
+def cell(nb, grade_id):
+    return grading._by_grade_id(nb)[grade_id]
+
+
+def index(nb, grade_id):
+    return nb.cells.index(cell(nb, grade_id))
+
+
+def edited(grade_id, code, replace=False):
+    """The reference submission with ``code`` appended to (or replacing) one cell."""
+    nb = grading.reference_submission(AID)
+    c = cell(nb, grade_id)
+    c.source = code if replace else c.source + "\n" + code
+    return nb
+
+
+def restructured(change):
+    nb = grading.reference_submission(AID)
+    change(nb)
+    return nb
+
+
+def read_targets(course):
+    """Files that exist on the host and that no submission may read."""
+    own = course / "autograded" / "escape" / AID
+    return {
+        "source notebook": course / "source" / AID / f"{A.notebook}.ipynb",
+        "repo source notebook": ROOT / "source" / AID / f"{A.notebook}.ipynb",
+        "gradebook": course / "gradebook.db",
+        "another student's submission": course / "submitted" / "a-reference" / AID / f"{A.notebook}.ipynb",
+        "own notebook with hidden tests": own / f"{A.notebook}.ipynb",
+        "engine_ref": ROOT / "engine_ref" / "functional.py",
+        "shadow": Path("/etc/shadow"),
+    } | {f"home {p.name}": p for p in [p for p in sorted(Path.home().iterdir()) if p.is_file()][:3]}
+
+
+def write_targets(course):
+    """Places outside the submission's own folder where no submission may write."""
+    return {
+        "course folder": course / f"pwned-{MARK}",
+        "another student's folder": course / "submitted" / "a-reference" / AID / f"pwned-{MARK}",
+        "autograder package": ROOT / "autograder" / f"pwned_{MARK}.py",
+        "tmp": Path(f"/tmp/pwned-{MARK}"),
+        "home": Path.home() / f"pwned-{MARK}",
+    }
+
+
+def escape_attempts(course):
+    """A solution cell that tries to read and write where it must not, and to reach the network."""
+    reads = {k: str(v) for k, v in read_targets(course).items()}
+    writes = {k: str(v) for k, v in write_targets(course).items()}
+    return f"""
+import os, socket
+def _attempt(label, action):
+    try:
+        action()
+        print(label + ": ALLOWED")
+    except OSError as exc:
+        print(label + ": BLOCKED", type(exc).__name__)
+def _read(path):
+    open(path, "rb").read()
+def _write(path):
+    with open(path, "w") as fh:
+        fh.write("pwned")
+for label, path in {json.dumps(reads)}.items():
+    _attempt("read " + label, lambda: _read(path))
+for label, path in {json.dumps(writes)}.items():
+    _attempt("write " + label, lambda: _write(path))
+_attempt("network", lambda: socket.create_connection(("1.1.1.1", 53), timeout=3))
+"""
+
+
+FAKE_CHECKS = """class _Pass:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+"""
+
+SUBMISSIONS = {
+    # An infinite loop in the function: the cell limit interrupts test_softmax, the rest runs.
+    "loop": lambda course: edited("softmax", "def softmax(z, axis=-1):\n    while True:\n        pass"),
+    # SIGINT ignored and a child process started: nbclient cannot interrupt it and gives up.
+    "stubborn-loop": lambda course: edited("logsumexp", (
+        f"import signal, subprocess\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        f"subprocess.Popen(['sleep', '{MARK}1'])\nwhile True:\n    pass")),
+    "memory-bomb": lambda course: edited("softmax", (
+        "def softmax(z, axis=-1):\n    blocks = []\n    while True:\n        blocks.append(np.ones(10**7))")),
+    "process-bomb": lambda course: edited("softmax", (
+        f"import subprocess\ndef softmax(z, axis=-1):\n    children = []\n    while True:\n"
+        f"        children.append(subprocess.Popen(['sleep', '{MARK}2']))")),
+    "sys-exit": lambda course: edited("softmax", "import sys\ndef softmax(z, axis=-1):\n    sys.exit(1)"),
+    "os-exit": lambda course: edited("softmax", "import os\nos._exit(0)"),
+    "os-kill": lambda course: edited("softmax", "import os\nos.kill(os.getpid(), 9)"),
+    "big-output": lambda course: edited("softmax", "print('x' * (100 * 1024 * 1024))"),
+    "stderr-noise": lambda course: edited("logsumexp", (
+        "import sys, warnings\nprint('noise ' * 1000, file=sys.stderr)\nwarnings.warn('noise')")),
+    "tamper-numpy-torch": lambda course: edited("softmax", WRONG_SOFTMAX + (
+        "\nimport torch\nnp.allclose = lambda *a, **k: True\nnp.isclose = lambda a, b, **k: np.ones_like(a, bool)"
+        "\nnp.testing.assert_allclose = lambda *a, **k: None\nnp.all = lambda *a, **k: True"
+        "\ntorch.allclose = lambda *a, **k: True\ntorch.softmax = lambda z, dim: z"), replace=True),
+    # check_value compares abs(value - expected) with the tolerance
+    "tamper-builtins": lambda course: edited("confidence_losses", (
+        WRONG_CONCEPT + "\nimport builtins\nbuiltins.abs = lambda x: 0.0"), replace=True),
+    "tamper-checks": lambda course: edited("softmax", WRONG_SOFTMAX + (
+        "\nchecks.against_torch = lambda *a, **k: None\n"), replace=True),
+    "tamper-checks-tables": lambda course: edited("softmax", WRONG_SOFTMAX + (
+        "\nchecks.DEFAULT_TOL['float64'] = checks.DEFAULT_TOL['float32'] = (1e300, 1e300)\n"), replace=True),
+    "tamper-sys-modules": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + FAKE_CHECKS + (
+        "import sys\nsys.modules['autograder.checks'] = _Pass()\nsys.modules['autograder'].checks = _Pass()\n"
+        "from autograder import checks as _c\n"), replace=True),
+    "tamper-checks-name": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + FAKE_CHECKS + "checks = _Pass()",
+                                                replace=True),
+    "escape": lambda course: edited("logsumexp", escape_attempts(course)),
+    "cell-deleted": lambda course: restructured(lambda nb: nb.cells.pop(index(nb, "test_softmax"))),
+    "cell-duplicated": lambda course: restructured(
+        lambda nb: nb.cells.insert(index(nb, "test_softmax"), _copy_of(cell(nb, "test_softmax")))),
+    # softmax moved below its test (the test's index is taken before the pop shifts it)
+    "cell-reordered": lambda course: restructured(
+        lambda nb: nb.cells.insert(index(nb, "test_softmax"), nb.cells.pop(index(nb, "softmax")))),
+    "cell-retyped": lambda course: _retyped(),
+    "locked-cell-edited": lambda course: _locked_edited(),
+    "torch-delegation": lambda course: edited("softmax", (
+        "import torch\ndef softmax(z, axis=-1):\n    return torch.softmax(torch.as_tensor(z), dim=axis).numpy()"),
+        replace=True),
+    "engine-ref-delegation": lambda course: edited("softmax", "from engine_ref.functional import softmax", replace=True),
+    "extra-files": lambda course: edited("softmax", WRONG_SOFTMAX, replace=True),
+    "symlinks": lambda course: grading.reference_submission(AID),
+}
+
+
+def _copy_of(c):
+    """A second cell with the same nbgrader metadata (and its own cell id, as JupyterLab would give it)."""
+    dup = copy.deepcopy(c)
+    dup.id = f"{c.id}-copy"
+    return dup
+
+
+def _retyped():
+    """test_softmax turned into a markdown cell, with a wrong softmax: not running it must not pay."""
+    nb = edited("softmax", WRONG_SOFTMAX, replace=True)
+    c = cell(nb, "test_softmax")
+    nb.cells[index(nb, "test_softmax")] = nbformat.v4.new_markdown_cell(c.source, metadata=c.metadata)
+    return nb
+
+
+def _locked_edited():
+    """A wrong softmax whose test cell was emptied: nbgrader restores locked cells from the gradebook."""
+    nb = edited("softmax", WRONG_SOFTMAX, replace=True)
+    cell(nb, "test_softmax").source = "pass"
+    return nb
+
+
+RAW = {  # submissions that are not (current) notebooks: written as files
+    "invalid-json": lambda path: path.write_text('{"cells": [ this is not json'),
+    "nbformat-3": lambda path: path.write_text(json.dumps(nbformat.convert(grading.reference_submission(AID), 3))),
+    "missing-notebook": lambda path: nbformat.write(grading.reference_submission(AID), path.with_name("renamed.ipynb")),
+}
+
+
+def _extra_files(course):
+    """Files that would replace numpy, torch and the checks if the kernel imported from its folder."""
+    folder = course / "submitted" / "extra-files" / AID
+    (folder / "numpy.py").write_text("raise SystemExit('the fake numpy was imported')\n")
+    (folder / "torch.py").write_text("raise SystemExit('the fake torch was imported')\n")
+    (folder / "autograder").mkdir()
+    (folder / "autograder" / "__init__.py").write_text("")
+    (folder / "autograder" / "checks.py").write_text(FAKE_CHECKS + "import sys\nsys.modules[__name__] = _Pass()\n")
+    (folder / "data.bin").write_bytes(os.urandom(1 << 20))
+
+
+def _symlinks(course):
+    """Links to the gradebook and to the hidden tests, which nbgrader would follow when it copies."""
+    folder = course / "submitted" / "symlinks" / AID
+    (folder / "gradebook-link.db").symlink_to(course / "gradebook.db")
+    (folder / "source-link").symlink_to(course / "source" / AID)
+
+
+# --- grading the class once ---------------------------------------------------------------------
+class Batch:
+    """What one grading run left: the state records, the gradebook's scores, the autograded notebooks."""
+
+    def __init__(self, course, records):
+        self.course = course
+        self.records = records
+        self.grades = grading.read_grades(state.sqlite_url(course), AID)
+        self.max_points = {k: m for k, (_, m) in self.grades["a-reference"].items()}
+
+    def score(self, student):
+        return {k: s for k, (s, _) in self.grades[student].items()}
+
+    def lost(self, student):
+        """The test cells on which ``student`` scored less than full marks."""
+        return sorted(k for k, s in self.score(student).items() if s != self.max_points[k])
+
+    def outputs(self, student, grade_id):
+        """The text of a cell's outputs in the autograded notebook."""
+        nb = nbformat.read(self.course / "autograded" / student / AID / f"{A.notebook}.ipynb", as_version=4)
+        return "\n".join(o.text if o.output_type == "stream" else f"{o.ename}: {o.evalue}" if o.output_type == "error"
+                         else json.dumps(o.data) for o in cell(nb, grade_id).outputs)
+
+
+def processes_with(marker):
+    """Host processes whose command line contains ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def batch():
+    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+        course = Path(tmp).resolve()
+        grading.prepare_course(course, AID)
+        for student in WELL_BEHAVED:
+            grading.submit(course, AID, student, grading.reference_submission(AID))
+        for student, make in SUBMISSIONS.items():
+            grading.submit(course, AID, student, make(course))
+        _extra_files(course)
+        _symlinks(course)
+        for student, write in RAW.items():
+            folder = course / "submitted" / student / AID
+            folder.mkdir(parents=True)
+            write(folder / f"{A.notebook}.ipynb")
+        yield Batch(course, grader.grade(course, AID, grader.Options(**OPTIONS)))
+
+
+def assert_batch_unharmed(batch):
+    """Every student has exactly one record, and the well-behaved students kept full marks."""
+    students = set(WELL_BEHAVED) | set(SUBMISSIONS) | set(RAW)
+    assert set(batch.records) == students
+    for student in WELL_BEHAVED:
+        assert batch.records[student].status == "graded", batch.records[student].reason
+        assert batch.lost(student) == []
+
+
+def assert_graded(batch, student, lost):
+    record = batch.records[student]
+    assert record.status == "graded", record.reason
+    assert batch.lost(student) == sorted(lost)
+    assert_batch_unharmed(batch)
+
+
+def assert_zero_with_reason(batch, student, *words):
+    record = batch.records[student]
+    assert record.status == "failed"
+    assert all(w in record.reason for w in words), record.reason
+    if student in batch.grades:  # nbgrader ran it: every cell at 0 (else nbgrader never saw it)
+        assert set(batch.score(student).values()) == {0}
+    assert_batch_unharmed(batch)
+
+
+def flag_kinds(batch, student):
+    return {f["kind"] for f in batch.records[student].flags}
+
+
+# --- runaway code -------------------------------------------------------------------------------
+def test_infinite_loop_loses_only_its_exercise(batch):
+    assert_graded(batch, "loop", SOFTMAX_LOST)
+    assert "CellTimeoutError" in batch.outputs("loop", "test_softmax")
+
+
+def test_loop_that_ignores_interrupts_is_stopped_with_its_processes(batch):
+    assert_zero_with_reason(batch, "stubborn-loop", "time limit")
+    assert processes_with(f"{MARK}1") == []
+
+
+def test_memory_bomb_raises_memory_error_in_its_exercise(batch):
+    assert_graded(batch, "memory-bomb", SOFTMAX_LOST)
+    assert "MemoryError" in batch.outputs("memory-bomb", "test_softmax")
+
+
+def test_process_bomb_hits_the_process_limit_and_leaves_nothing_behind(batch):
+    assert_graded(batch, "process-bomb", SOFTMAX_LOST)
+    assert "BlockingIOError" in batch.outputs("process-bomb", "test_softmax")
+    assert processes_with(f"{MARK}2") == []
+
+
+def test_sys_exit_in_a_solution_fails_its_exercise(batch):
+    assert_graded(batch, "sys-exit", SOFTMAX_LOST)
+    assert "SystemExit" in batch.outputs("sys-exit", "test_softmax")
+
+
+@pytest.mark.parametrize("student", ["os-exit", "os-kill"])
+def test_killing_the_kernel_gives_zero_with_a_reason(batch, student):
+    assert_zero_with_reason(batch, student, "kernel died")
+    assert "process-exit" in flag_kinds(batch, student)
+
+
+def test_100_mb_of_output_is_graded_and_not_kept(batch):
+    assert_graded(batch, "big-output", [])
+    path = batch.course / "autograded" / "big-output" / AID / f"{A.notebook}.ipynb"
+    assert path.stat().st_size < 2 * 1024 * 1024
+    assert "dropped this cell's output" in batch.outputs("big-output", "softmax")
+
+
+def test_output_past_the_ceiling_is_dropped_but_stderr_and_errors_stay_visible():
+    from autograder.execute import BoundedExecute
+
+    def msg(msg_type, **content):
+        return {"msg_type": msg_type, "header": {"msg_type": msg_type}, "parent_header": {}, "content": content}
+
+    ex, outs = BoundedExecute(max_output_bytes=100), []
+    ex.clear_before_next_output = False  # as nbclient sets it when a cell starts
+    for m in [msg("stream", name="stdout", text="a" * 60), msg("stream", name="stdout", text="b" * 60),
+              msg("stream", name="stdout", text="c" * 60), msg("stream", name="stderr", text="d" * 60),
+              msg("error", ename="ValueError", evalue="e" * 500, traceback=["t" * 500] * 300)]:
+        ex.output(outs, m, None, 0)
+    assert [(o.output_type, o.get("name")) for o in outs] == [
+        ("stream", "stdout"), ("stream", "stdout"), ("stream", "stderr"), ("error", None)]
+    assert "dropped" in outs[1].text and "dropped" in outs[2].text
+    assert outs[3].ename == "ValueError" and len(outs[3].evalue) == 100 and len(outs[3].traceback) == 100
+
+
+def test_stderr_noise_in_a_solution_cell_costs_nothing(batch):
+    assert_graded(batch, "stderr-noise", [])
+    assert "noise" in batch.outputs("stderr-noise", "logsumexp")
+
+
+# --- faking the checks --------------------------------------------------------------------------
+def test_rebinding_numpy_and_torch_comparisons_earns_nothing(batch):
+    assert_graded(batch, "tamper-numpy-torch", SOFTMAX_LOST)
+    assert "monkeypatch" in flag_kinds(batch, "tamper-numpy-torch")
+
+
+def test_rebinding_builtins_earns_nothing(batch):
+    """The faked check fails; the libraries in the kernel share the broken builtin (sympy, under
+    torch's autograd, calls abs), so other exercises may fail too: the student broke Python."""
+    record = batch.records["tamper-builtins"]
+    assert record.status == "graded", record.reason
+    assert "test_confidence_losses" in batch.lost("tamper-builtins")
+    assert "monkeypatch" in flag_kinds(batch, "tamper-builtins")
+    assert_batch_unharmed(batch)
+
+
+def test_rebinding_a_check_fails_in_the_students_cell(batch):
+    assert_graded(batch, "tamper-checks", SOFTMAX_LOST)
+    assert "read-only while grading" in batch.outputs("tamper-checks", "softmax")
+    assert "monkeypatch" in flag_kinds(batch, "tamper-checks")
+
+
+def test_loosening_the_tolerances_fails_in_the_students_cell(batch):
+    assert_graded(batch, "tamper-checks-tables", SOFTMAX_LOST)
+    assert "does not support item assignment" in batch.outputs("tamper-checks-tables", "softmax")
+
+
+def test_replacing_the_checks_in_sys_modules_earns_nothing(batch):
+    assert_graded(batch, "tamper-sys-modules", SOFTMAX_LOST)
+    assert "import-system" in flag_kinds(batch, "tamper-sys-modules")
+
+
+def test_rebinding_the_name_checks_is_flagged_by_the_audit(batch):
+    """Not stopped in the kernel (a notebook may bind its own names): the audit is the defence."""
+    assert batch.records["tamper-checks-name"].status == "graded"
+    assert "shadowing" in flag_kinds(batch, "tamper-checks-name")
+    assert_batch_unharmed(batch)
+
+
+# --- leaving the sandbox --------------------------------------------------------------------------
+def attempts(batch):
+    """``{attempt: "ALLOWED" or "BLOCKED"}`` as the escape cell printed them inside the sandbox."""
+    lines = batch.outputs("escape", "logsumexp").splitlines()
+    return dict((label, verdict.split()[0]) for label, verdict in (line.split(": ", 1) for line in lines if ": " in line))
+
+
+def test_reading_hidden_tests_gradebook_and_other_files_fails(batch):
+    assert_graded(batch, "escape", [])
+    targets = read_targets(batch.course)
+    assert all(path.is_file() for path in targets.values())  # real files, hidden by the sandbox
+    assert {label: attempts(batch)[f"read {label}"] for label in targets} == dict.fromkeys(targets, "BLOCKED")
+
+
+def test_writing_outside_its_folder_does_not_reach_the_host(batch):
+    targets = write_targets(batch.course)
+    # /tmp is the sandbox's own tmpfs (and this scratch course lives under /tmp): a write there
+    # may succeed in the sandbox, never on the host; anywhere else it fails in the sandbox too
+    elsewhere = [label for label, path in targets.items() if not path.is_relative_to(tempfile.gettempdir())]
+    assert elsewhere and all(attempts(batch)[f"write {label}"] == "BLOCKED" for label in elsewhere)
+    assert not any(path.exists() for path in targets.values())
+    assert_batch_unharmed(batch)
+
+
+def test_no_network(batch):
+    assert attempts(batch)["network"] == "BLOCKED"
+    assert_batch_unharmed(batch)
+
+
+# --- broken notebooks ---------------------------------------------------------------------------
+def test_deleted_test_cell_scores_zero(batch):
+    assert_graded(batch, "cell-deleted", ["test_softmax"])
+    assert "cell-deleted" in flag_kinds(batch, "cell-deleted")
+
+
+def test_duplicated_test_cell_gives_zero_with_a_reason(batch):
+    """nbgrader itself refuses a notebook with two cells of one grade_id."""
+    assert_zero_with_reason(batch, "cell-duplicated", "duplicated")
+    assert "cell-duplicated" in flag_kinds(batch, "cell-duplicated")
+
+
+def test_reordered_cells_run_in_the_submitted_order(batch):
+    assert_graded(batch, "cell-reordered", ["test_softmax"])
+    assert "cell-reordered" in flag_kinds(batch, "cell-reordered")
+
+
+def test_retyped_test_cell_earns_nothing(batch):
+    assert_graded(batch, "cell-retyped", SOFTMAX_LOST)
+    assert "cell-retyped" in flag_kinds(batch, "cell-retyped")
+
+
+def test_edited_locked_cell_is_restored(batch):
+    assert_graded(batch, "locked-cell-edited", SOFTMAX_LOST)
+    assert "locked-cell-edited" in flag_kinds(batch, "locked-cell-edited")
+
+
+def test_invalid_json_gives_zero_with_a_reason(batch):
+    assert_zero_with_reason(batch, "invalid-json", "not valid JSON")
+
+
+def test_nbformat_3_gives_zero_with_a_reason(batch):
+    assert_zero_with_reason(batch, "nbformat-3", "format 3")
+
+
+def test_missing_notebook_gives_zero_with_a_reason(batch):
+    assert_zero_with_reason(batch, "missing-notebook", f"no notebook named {A.notebook}.ipynb", "renamed.ipynb")
+
+
+# --- solutions that are not the student's own ------------------------------------------------------
+def test_delegating_to_torch_earns_nothing(batch):
+    assert_graded(batch, "torch-delegation", SOFTMAX_LOST)
+    assert "NumPy only" in batch.outputs("torch-delegation", "test_softmax")
+
+
+def test_delegating_to_engine_ref_earns_nothing(batch):
+    assert_graded(batch, "engine-ref-delegation", SOFTMAX_LOST)
+    assert "ModuleNotFoundError" in batch.outputs("engine-ref-delegation", "softmax")
+
+
+def test_extra_files_do_not_replace_numpy_torch_or_the_checks(batch):
+    assert_graded(batch, "extra-files", SOFTMAX_LOST)
+    assert "shadowing-file" in flag_kinds(batch, "extra-files")
+
+
+def test_symbolic_links_give_zero_with_a_reason_and_are_not_followed(batch):
+    assert_zero_with_reason(batch, "symlinks", "symbolic links", "gradebook-link.db", "source-link")
+    assert not (batch.course / "autograded" / "symlinks").exists()
+
+
+# --- a notebook that outlasts its time ---------------------------------------------------------------
+def test_notebook_past_its_time_is_stopped_with_its_kernel_and_processes(tmp_path):
+    """Each cell within the cell limit, the notebook past its own: the worker is killed, and with
+    it the sandbox, every process in it, and the job's scratch folder and cgroups."""
+    course = tmp_path.resolve()
+    grading.prepare_course(course, AID)
+    nb = edited("logsumexp", f"import subprocess, time\nsubprocess.Popen(['sleep', '{MARK}3'])")
+    for grade_id in ("logsumexp", "softmax", "log_softmax"):
+        cell(nb, grade_id).source += "\ntime.sleep(6)"
+    grading.submit(course, AID, "slow", nb)
+    records = grader.grade(course, AID, grader.Options(**dict(OPTIONS, timeout=12.0, cell_timeout=8)))
+    assert records["slow"].status == "failed"
+    assert "more than 12 s" in records["slow"].reason
+    assert processes_with(f"{MARK}3") == []
+    assert processes_with(str(course)) == []  # the launcher and bwrap name the course in their arguments
+    assert not [p for p in Path(tempfile.gettempdir()).glob("agbox-*/kernels/*/kernel.json") if str(course) in p.read_text()]
+
+
+# --- without bubblewrap -------------------------------------------------------------------------------
+@pytest.fixture
+def no_bwrap_no_cgroups(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox, "BWRAP", str(tmp_path / "no-bwrap"))
+    monkeypatch.setattr(sandbox, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    sandbox.bwrap_works.cache_clear()
+    sandbox.cgroups_work.cache_clear()
+    yield
+    sandbox.bwrap_works.cache_clear()
+    sandbox.cgroups_work.cache_clear()
+
+
+def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bwrap_no_cgroups, tmp_path):
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    with pytest.warns(sandbox.SandboxWarning) as warned:
+        sandbox.preflight()
+    assert any("WITHOUT a sandbox" in str(w.message) for w in warned)
+    assert any("RLIMIT_NPROC" in str(w.message) for w in warned)
+    job = dict(course_root=str(tmp_path), assignment=AID, notebook=A.notebook, student="s", memory_mb=1800,
+               nproc=40, cell_timeout=30)
+    for folder in ("submitted/s", "source", "autograded/s"):
+        (tmp_path / folder / AID).mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import resource, sys\nfrom autograder import checks\n"
+        "print(resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_NPROC), "
+        "sys.flags.safe_path, type(checks).__name__)")])
+    config = Config()
+    with sandbox.configure(config, job) as scratch:
+        spec = json.loads((scratch / "kernels" / sandbox.KERNEL_NAME / "kernel.json").read_text())
+        assert sandbox.BWRAP not in spec["argv"]
+        NotebookClient(nb, kernel_name=config.Execute.kernel_name, config=config, kernel_manager_class=AsyncKernelManager,
+                       resources={"metadata": {"path": str(tmp_path / "autograded/s" / AID)}}).execute()
+    limit = 1800 * 2**20
+    assert nb.cells[0].outputs[0].text.split() == [f"({limit},", f"{limit})", "(40,", "40)", "True", "_SealedModule"]
