@@ -64,11 +64,10 @@ def failure_reason(result):
 
 def grade_one(job):
     """Grade one submission and save its state row; return the state record as a dict."""
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
 
     from . import audit, sandbox, state
+    from .course import nbgrader_api
 
     started = time.perf_counter()
     root = Path(job["course_root"])
@@ -77,11 +76,9 @@ def grade_one(job):
     flags = audit.audit_submission_dir(submission, root / "source" / job["assignment"] / f"{job['notebook']}.ipynb")
     if reason is None:
         config = Config()
-        config.CourseDirectory.root = str(root)
-        config.CourseDirectory.db_url = job["db_url"]
         config.Execute.timeout = job["cell_timeout"]
         with sandbox.configure(config, job):
-            api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+            api = nbgrader_api(root, job["db_url"], config=config)
             result = api.autograde(job["assignment"], job["student"], force=True, create=True)
         if not result["success"]:
             reason = failure_reason(result)
