@@ -31,8 +31,8 @@ from . import sandbox, state
 from .course import BY_ID, nbgrader_env
 
 PACKAGE = Path(__file__).resolve().parent
-# Changing what a check does changes every grade: these files are part of each fingerprint.
-GRADER_FILES = ("checks.py", "oracles.py")
+# Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
+GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "execute.py", "worker.py")
 
 
 @dataclass
