@@ -203,6 +203,7 @@ def logsumexp(z, axis=-1, keepdims=False):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_logsumexp", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 def masked_row_hint(got, expected):
     if np.any(np.isneginf(expected) & np.isnan(got)):
         return ("a row of all -inf must give -inf. Its maximum is -inf, and z - max is -inf - (-inf) = nan: "
@@ -282,6 +283,7 @@ def softmax(z, axis=-1):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_softmax", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 checks.against_torch("softmax", softmax, "softmax", [
     checks.case("worked example z = (1, 2, 3)", np.array([1.0, 2.0, 3.0])),
     checks.case("the float32 input of the naive demo", Z_EXTREME),
@@ -352,6 +354,7 @@ def log_softmax(z, axis=-1):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_log_softmax", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 checks.against_torch("log_softmax", log_softmax, "log_softmax", [
     checks.case("worked example z = (1, 2, 3)", np.array([1.0, 2.0, 3.0])),
     checks.case("the float32 input of the naive demo", Z_EXTREME),
@@ -462,6 +465,7 @@ loss_p01 = -np.log(0.1)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_confidence_losses", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 assert loss_p09 is not None and loss_p01 is not None, "set loss_p09 and loss_p01 to numbers"
 ### BEGIN HIDDEN TESTS
 # 1e-3: the question asks for three decimals (0.105, 2.303)
@@ -487,6 +491,7 @@ initial_loss_1000 = np.log(1000)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_initial_loss", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 assert initial_loss_1000 is not None, "set initial_loss_1000 to a number"
 ### BEGIN HIDDEN TESTS
 # 5e-3: three decimals (6.908), or 6.91
@@ -547,6 +552,7 @@ mean_loss_with_ignored = (0.2 + 1.4 + 0.6) / 3
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_ignored_mean", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 assert mean_loss_with_ignored is not None, "set mean_loss_with_ignored to a number"
 ### BEGIN HIDDEN TESTS
 # 1e-3: three decimals (0.733)
@@ -597,6 +603,7 @@ def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_cross_entropy", "locked": true, "points": 16, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 def divisor_hint(got, expected):
     if got.ndim == 0 and np.isfinite(got) and np.isfinite(expected) and expected != 0 and 0 < got / expected < 1:
         return (f"your mean is {float(got / expected):.4g} times torch's. Check the two things it depends on: which "
@@ -747,6 +754,7 @@ def cross_entropy_backward(logits, target, reduction="mean", ignore_index=-100):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_cross_entropy_backward", "locked": true, "points": 16, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 def ignored_grad_hint(got, expected):
     if got.ndim == 2 and np.any(np.all(expected == 0, axis=1) & np.any(got != 0, axis=1)):
         return "a row whose target is ignore_index is not part of the loss: its gradient row must be zero."
@@ -889,6 +897,7 @@ def binary_cross_entropy_with_logits(z, y, reduction="mean"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_binary_cross_entropy_with_logits", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 def saturation_hint(got, expected):
     large = np.isfinite(got) & np.isfinite(expected) & (np.abs(expected) > 20)
     if np.any(np.abs(got[large] - expected[large]) > 1):
@@ -992,6 +1001,7 @@ def mse_loss(pred, target, reduction="mean"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_mse_loss", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 def element_mean_hint(got, expected):
     if got.ndim == 0 and np.isfinite(got) and expected != 0 and abs(got / expected - round(got / expected)) < 1e-6 \
             and round(got / expected) > 1:
@@ -1053,6 +1063,7 @@ def l1_loss(pred, target, reduction="mean"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_l1_loss", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 pred = np.array([[1.0, 2.0], [3.0, 4.0]])
 target = np.array([[1.0, 0.0], [5.0, 4.0]])
 checks.expect_raises("l1_loss", ValueError, l1_loss, pred, target, reduction="average")

@@ -374,6 +374,7 @@ class Neg(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_add_mul_neg", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 # Forward against torch, the saved values, and backward against torch autograd and central
 # differences with a random upstream grad, a zero upstream grad and non-contiguous inputs.
 worked_x, worked_y = np.array([1.0, 2.0]), np.array([3.0, -1.0])
@@ -431,6 +432,7 @@ class MatMul(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_matmul", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 checks.check_function("matmul", MatMul, "matmul",
                       [checks.case("worked example", np.array([[1.0, 2.0]]), np.array([[3.0], [4.0]]))],
                       saves=lambda A, B, out: [(A, B)], names=["A", "B"])
@@ -489,6 +491,7 @@ class Sum(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sum", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 sum_x = np.arange(6.0).reshape(2, 3)
 checks.check_function("sum", Sum, "sum",
                       [checks.case("worked example, axis=1", sum_x, axis=1),
@@ -564,6 +567,7 @@ class Log(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_exp_log", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 checks.check_function("exp_log", Exp, "exp", [checks.case("Exp, worked example", np.array([0.0, np.log(2.0)]))],
                       saves=lambda x, out: [(out,)], names=["x"])
 checks.check_function("exp_log", Log, "log", [checks.case("Log, worked example", np.array([1.0, 4.0]))],
@@ -630,6 +634,7 @@ class ReLU(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_tanh_relu", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 checks.check_function("tanh_relu", Tanh, "tanh",
                       [checks.case("Tanh, worked example", np.array([0.0, np.arctanh(0.5)]))],
                       saves=lambda x, out: [(out,)], names=["x"])
@@ -705,6 +710,7 @@ def topological_order(root):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_topological_order", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 class Node(Function):
     """A stand-in operation with any number of inputs: the tests use it to build graphs of any shape."""
 
@@ -857,6 +863,7 @@ def backward(root, grad=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_backward", "locked": true, "points": 14, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 # check_graph builds each graph on our Tensor (leaves with requires_grad=True), calls .backward()
 # and compares every leaf's .grad with torch autograd and with central differences. The graphs use
 # our operations: if an operation's test above fails, fix that first.
@@ -907,6 +914,7 @@ checks.assert_close(x_chain.grad, np.full(3, n + 1.0), task="backward", case=f"a
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_backward_rules", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 # PyTorch's rules: implicit seed only for one-element roots, leaves accumulate across calls,
 # intermediate nodes and constants get no .grad.
 def rules_graph():
@@ -996,6 +1004,7 @@ jacobian_forward_passes = 10
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_passes", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 for name in ["reverse_passes", "forward_passes", "jacobian_reverse_passes", "jacobian_forward_passes"]:
     assert isinstance(globals().get(name), (int, np.integer)), f"[passes] set `{name}` to a whole number."
 ### BEGIN HIDDEN TESTS
@@ -1025,6 +1034,7 @@ cube_terms = 3
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_fan_out", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
 for name in ["square_terms", "cube_terms"]:
     assert isinstance(globals().get(name), (int, np.integer)), f"[fan_out] set `{name}` to a whole number."
 ### BEGIN HIDDEN TESTS

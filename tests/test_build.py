@@ -1,7 +1,5 @@
 """The generated layers are fresh, deterministic, leak-free and valid for nbgrader."""
 import re
-import tempfile
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -15,17 +13,12 @@ IDS = [a.id for a in UNITS]
 
 
 def test_committed_source_and_release_are_fresh():
+    """A fresh build equals the committed one, byte for byte.
+
+    The committed notebooks came from an earlier build in another process, so this is also the
+    proof that the build is deterministic.
+    """
     assert build.stale(UNITS) == [], "run `make build` and commit source/ and release/"
-
-
-def test_build_is_deterministic():
-    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-        build.build_into(UNITS, one)
-        build.build_into(UNITS, two)
-        files = sorted(p.relative_to(one) for p in Path(one).rglob("*.ipynb"))
-        assert files
-        for f in files:
-            assert (Path(one) / f).read_bytes() == (Path(two) / f).read_bytes(), f
 
 
 @pytest.mark.parametrize("aid", IDS)

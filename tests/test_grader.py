@@ -21,10 +21,10 @@ pytestmark = pytest.mark.xdist_group("grader")
 
 @pytest.fixture(scope="module")
 def mixed_class():
-    """The reference, the blank release, three mistakes and two correct alternatives."""
+    """The reference, the blank release, two mistakes and a correct alternative."""
     ref = grading.reference_submission(AID)
     variants = catalogue.load(AID)
-    chosen = [v for v in variants if v.is_mistake][:3] + [v for v in variants if not v.is_mistake][:2]
+    chosen = [v for v in variants if v.is_mistake][:2] + [v for v in variants if not v.is_mistake][:1]
     subs = {"reference": ref, "blank": grading.blank_submission(AID)}
     subs.update({v.name: grading.apply_variant(ref, v, AID) for v in chosen})
     return subs
