@@ -677,8 +677,25 @@ class _SealedModule(types.ModuleType):
         raise AttributeError(f"{self.__name__} is read-only while grading: `{name}` cannot be deleted")
 
 
+class _SealedPackage(types.ModuleType):
+    """The ``autograder`` package while grading: ``checks`` and ``oracles`` stay what they are
+    (test cells run ``from autograder import checks``); other submodules may still be imported."""
+
+    def __setattr__(self, name, value):
+        if name in ("checks", "oracles"):
+            raise AttributeError(f"{self.__name__}.{name} is read-only while grading")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        if name in ("checks", "oracles"):
+            raise AttributeError(f"{self.__name__}.{name} is read-only while grading")
+        super().__delattr__(name)
+
+
 def seal():
     """Make this module and :mod:`autograder.oracles` read-only, for the rest of the process.
+
+    The package's ``checks`` and ``oracles`` attributes can no longer be rebound either.
 
     Their tables (``DEFAULT_TOL``, ``ORACLES``) become read-only views, and their attributes
     can no longer be rebound. For the grading kernel only: tests that monkeypatch the checks
@@ -691,6 +708,7 @@ def seal():
     oracles.ORACLES = types.MappingProxyType(dict(oracles.ORACLES))
     for module in (sys.modules[__name__], oracles):
         module.__class__ = _SealedModule
+    sys.modules[__package__].__class__ = _SealedPackage
 
 
 def _warm_up():

@@ -192,10 +192,12 @@ def bwrap_command(scratch, workdir, kernel_argv):
             "--ro-bind", "/usr", "/usr", *_system_links()]
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # /tmp first: the binds below may live under /tmp (a checkout or a course there) and must
+    # land on top of the tmpfs, not under it
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for directory in _python_dirs():
         args += ["--ro-bind", directory, directory]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-             "--bind", scratch, scratch, "--bind", f"{scratch}/work", str(workdir), "--chdir", str(workdir),
+    args += ["--bind", scratch, scratch, "--bind", f"{scratch}/work", str(workdir), "--chdir", str(workdir),
              "--remount-ro", "/",  # the folders made to hold the binds (the course's, /root) stay empty
              "--clearenv", "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin",
              "--setenv", "HOME", f"{scratch}/home", "--setenv", "TMPDIR", "/tmp",

@@ -392,11 +392,10 @@ def test_replacing_the_checks_in_sys_modules_earns_nothing(batch):
     assert "import-system" in flag_kinds(batch, "tamper-sys-modules")
 
 
-def test_rebinding_the_name_checks_is_flagged_by_the_audit(batch):
-    """Not stopped in the kernel (a notebook may bind its own names): the audit is the defence."""
-    assert batch.records["tamper-checks-name"].status == "graded"
+def test_rebinding_the_name_checks_earns_nothing_and_is_flagged(batch):
+    """Every test cell binds the real checks again (`from autograder import checks`)."""
+    assert_graded(batch, "tamper-checks-name", SOFTMAX_LOST)
     assert "shadowing" in flag_kinds(batch, "tamper-checks-name")
-    assert_batch_unharmed(batch)
 
 
 # --- leaving the sandbox --------------------------------------------------------------------------
