@@ -1,33 +1,39 @@
-"""The sandbox a submission's kernel runs in, set up by each grading worker for each job.
+"""The sandbox a worker's kernels run in, and the warm kernel factory inside it.
 
-``with configure(config, job):`` makes nbgrader's autograde run the job's kernel through a
-kernelspec written for this one job, and removes what it made when the block ends: the job's
-scratch folder and cgroups. The kernelspec's command is the launcher, :func:`launch`
-(``python -m autograder.sandbox``), which, outside the sandbox:
+Each grading worker owns one :class:`Sandbox` for its life. The sandbox holds a zygote
+(:mod:`autograder.zygote`): a Python process that has imported numpy, torch, IPython,
+ipykernel and the sealed checks once, and forks a fresh kernel for each notebook, so no
+notebook pays that start-up again. Jobs of one worker run one after the other; between two,
+the zygote kills every process of the finished job and empties every place it could write
+(see :mod:`autograder.zygote`), and the worker only then puts the next submission in.
+
+The zygote is started by the launcher, :func:`launch` (``python -m autograder.sandbox``), which,
+outside the sandbox:
 
 * joins fresh cgroups (v1 ``pids`` and ``memory``, children of the worker's own): at most
-  ``job["nproc"]`` processes and threads, and ``job["memory_mb"]`` of memory, for the kernel
-  and everything it starts;
+  ``nproc`` processes and threads, and ``memory_mb`` of memory, for the zygote, the kernel and
+  everything it starts;
 * sets rlimits: an address space of ``memory_mb`` per process (a big allocation raises
   ``MemoryError`` in the cell instead of waking the OOM killer), no file larger than that, no
   core dumps, and ``RLIMIT_NPROC`` where there is no cgroup;
 * execs bubblewrap (:func:`bwrap_command`): user, pid, network, IPC and UTS namespaces (uid
-  65534 inside, mapped to the worker's own uid outside), no capabilities, no network, a cleared
-  environment, and a read-only file system built from nothing but ``/usr``, a few files of
-  ``/etc``, the Python installation, the venv and the ``autograder`` package (not
-  ``engine_ref/``, nor the rest of the repository), plus a tmpfs ``/tmp`` and the job's scratch
-  folder, the one writable place. The kernel's working directory, nbgrader's
-  ``autograded/<student>/<assignment>/``, is a copy in the scratch folder of what nbgrader puts
-  there, minus the notebook being graded (which has the hidden tests). The course folder, the
-  gradebook, other students' files and the home folder do not exist inside.
+  65534 inside, mapped to the worker's own uid outside), no capabilities, no network, no
+  new user namespaces, and a read-only file system built from nothing but ``/usr``, a few
+  files of ``/etc``, the Python installation, the venv and the ``autograder`` package (not
+  ``engine_ref/``, nor the rest of the repository), plus a tmpfs ``/tmp`` and three folders of
+  the worker's scratch folder, the only writable places: ``work/`` (the kernel's working
+  directory: a copy of the submission, minus the notebook being graded, which nbgrader fills
+  with hidden tests), ``home/`` and ``conn/`` (the kernel's ZeroMQ ``ipc`` sockets). The course
+  folder, the gradebook, other students' files and the home folder do not exist inside.
 
-The kernel itself (:data:`KERNEL_START`) runs with ``python -P``, so nothing in the submission
-folder can stand in for numpy, torch or the checks, and seals the checks before any notebook
-code runs. It talks to nbgrader over ZeroMQ's ``ipc`` transport, through sockets in the scratch
-folder. When a worker dies, ``--die-with-parent`` takes its sandbox down, with every process in
-the pid namespace, and the grader removes what the worker left (:func:`clean_up`).
+The zygote and its kernels run with ``python -P``, so nothing in the submission folder can
+stand in for numpy, torch or the checks, and the checks are sealed before any notebook code
+runs. nbgrader starts a kernel through a kernelspec whose command (:data:`PROXY`) asks the
+zygote for one over a Unix socket that exists only outside the sandbox, and lives as long as
+the kernel does. When a worker dies, ``--die-with-parent`` takes its sandbox down, with every
+process in the pid namespace, and the grader removes what the worker left (:func:`clean_up`).
 
-Where bubblewrap is missing or cannot create namespaces, the kernel runs unconfined under the
+Where bubblewrap is missing or cannot create namespaces, the zygote runs unconfined under the
 rlimits alone; :func:`preflight`, at the start of each ``autograder grade`` run, warns loudly.
 docs/grading-security.md is the threat model.
 """
@@ -37,12 +43,12 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
-from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -58,8 +64,17 @@ NOBODY = "65534"
 # The kernel process: ``-P`` keeps the submission folder off sys.path (a numpy.py or an
 # autograder/ shipped with the notebook is never imported), and the checks are imported and
 # sealed before any notebook code runs (see autograder.checks.seal).
-KERNEL_START = ("import autograder.checks; autograder.checks.seal(); "
-                "from ipykernel import kernelapp; kernelapp.launch_new_instance()")
+# The kernelspec's command, run by jupyter_client outside the sandbox: ask the zygote for a
+# kernel (argv: socket, connection file, working directory) and exit with it.
+PROXY = ("import json, socket, sys\n"
+         "s = socket.socket(socket.AF_UNIX)\n"
+         "s.connect(sys.argv[1])\n"
+         "s.sendall(json.dumps({'op': 'kernel', 'connection_file': sys.argv[2], 'cwd': sys.argv[3]}).encode() + b'\\n')\n"
+         "answer = s.makefile('rb').readline()\n"
+         "sys.exit(json.loads(answer)['exit'] if answer else 1)\n")
+# The zygote's folders in the worker's scratch folder, all writable inside the sandbox.
+JOB_DIRS = ("conn", "work", "home")
+ZYGOTE_START_SECONDS = 300.0
 MB = 1 << 20
 PREFIX = "agbox"  # scratch folders and cgroups: agbox-<worker pid>-<random>
 
@@ -118,7 +133,7 @@ def preflight():
         warnings.warn(f"autograder sandbox: {text}.", SandboxWarning, stacklevel=2)
 
 
-# --- one job -----------------------------------------------------------------------------
+# --- one worker's sandbox -------------------------------------------------------------------
 def _make_cgroups(name, nproc, memory_mb):
     """A fresh v1 ``pids`` and ``memory`` cgroup below the worker's own; their ``cgroup.procs`` files."""
     procs = []
@@ -132,7 +147,7 @@ def _make_cgroups(name, nproc, memory_mb):
 
 
 def _remove_cgroup(directory, wait=5.0):
-    """Kill what is left in a job's cgroup, then delete it (possible once its last task is reaped)."""
+    """Kill what is left in a cgroup, then delete it (possible once its last task is reaped)."""
     deadline = time.monotonic() + wait
     while True:
         for pid in (directory / "cgroup.procs").read_text().split():
@@ -149,16 +164,16 @@ def _remove_cgroup(directory, wait=5.0):
             time.sleep(0.01)
 
 
-def _job_cgroups(name):
+def _worker_cgroups(pattern):
     for controller in ("pids", "memory"):
         parent = _own_cgroup(controller)
-        yield from parent.glob(name) if parent else ()
+        yield from parent.glob(pattern) if parent else ()
 
 
 def clean_up(worker_pid):
-    """Remove what the jobs of a worker left behind: called by the grader after it killed the worker."""
+    """Remove what a worker left behind: called by the grader after it killed the worker."""
     pattern = f"{PREFIX}-{worker_pid}-*"
-    for directory in _job_cgroups(pattern):
+    for directory in _worker_cgroups(pattern):
         _remove_cgroup(directory)
     for scratch in Path(tempfile.gettempdir()).glob(pattern):
         shutil.rmtree(scratch, ignore_errors=True)
@@ -183,9 +198,8 @@ def _python_dirs():
     return sorted(str(d) for d in dirs)
 
 
-def bwrap_command(scratch, workdir, kernel_argv):
-    """The bubblewrap command line that runs ``kernel_argv`` for one job (see the module docstring)."""
-    scratch = str(scratch)
+def bwrap_command(writable, workdir, argv):
+    """The bubblewrap command line that runs ``argv`` in ``workdir`` with only ``writable`` folders writable."""
     args = [BWRAP, "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--disable-userns",
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--cap-drop", "ALL",
@@ -197,25 +211,10 @@ def bwrap_command(scratch, workdir, kernel_argv):
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for directory in _python_dirs():
         args += ["--ro-bind", directory, directory]
-    args += ["--bind", scratch, scratch, "--bind", f"{scratch}/work", str(workdir), "--chdir", str(workdir),
-             "--remount-ro", "/",  # the folders made to hold the binds (the course's, /root) stay empty
-             "--clearenv", "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin",
-             "--setenv", "HOME", f"{scratch}/home", "--setenv", "TMPDIR", "/tmp",
-             "--setenv", "MPLCONFIGDIR", f"{scratch}/home/matplotlib", "--setenv", "LANG", "C.UTF-8",
-             # the kernel's parent is the namespace's init: ipykernel must not poll for it
-             "--setenv", "JPY_PARENT_PID", "1"]
-    for var in THREAD_VARS:
-        args += ["--setenv", var, "1"]
-    return args + ["--", *kernel_argv]
-
-
-def _launcher(job, cgroup_procs, command):
-    argv = [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(job["memory_mb"])]
-    if not cgroup_procs:
-        argv += ["--nproc", str(job["nproc"])]
-    for procs in cgroup_procs:
-        argv += ["--cgroup", procs]
-    return argv + ["--", *command]
+    for directory in writable:
+        args += ["--bind", str(directory), str(directory)]
+    # the folders made to hold the binds (the scratch folder's, the course's, /root) stay empty
+    return args + ["--chdir", str(workdir), "--remount-ro", "/", "--", *argv]
 
 
 def _font_lists():
@@ -228,71 +227,147 @@ def _no_symlinks(directory, names):
     return [n for n in names if os.path.islink(os.path.join(directory, n))]
 
 
-def _scratch(job):
-    """A private folder for one job, with ``work/``: what nbgrader's autograded folder will hold.
+class Sandbox:
+    """One worker's sandbox and the zygote in it (see the module docstring).
 
-    That is the student's submitted files, then the assignment's own non-notebook files over
-    them, as nbgrader copies them; but not the notebook being graded (nbgrader's copy has the
-    hidden tests), and no symbolic links (a link to the gradebook must not be followed as root).
-    The path is short: ipc socket paths must stay under 108 bytes.
+    ``with Sandbox(memory_mb, nproc) as box:`` makes the scratch folder (its path is short:
+    ``ipc`` socket paths must stay under 108 bytes), the cgroups and the kernelspec, and sets
+    ``JUPYTER_PATH`` in this process's environment so that jupyter finds the kernelspec; the
+    zygote starts with the first job. The block's end stops the zygote and removes all that.
     """
-    root = Path(job["course_root"])
-    scratch = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-"))
-    (scratch / "conn").mkdir()
-    (scratch / "home" / "matplotlib").mkdir(parents=True)
-    for fonts in _font_lists():
-        shutil.copy(fonts, scratch / "home" / "matplotlib")
-    notebook = f"{job['notebook']}.ipynb"
-    shutil.copytree(root / "submitted" / job["student"] / job["assignment"], scratch / "work",
-                    ignore=lambda d, names: _no_symlinks(d, names) + [n for n in names if n == notebook])
-    shutil.copytree(root / "source" / job["assignment"], scratch / "work", dirs_exist_ok=True,
-                    ignore=lambda d, names: _no_symlinks(d, names) + [n for n in names if n.endswith(".ipynb")])
-    return scratch
 
+    def __init__(self, memory_mb, nproc):
+        self.limits = (memory_mb, nproc)
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-"))
+        self.dirs = {name: self.scratch / name for name in JOB_DIRS}
+        for directory in [*self.dirs.values(), self.scratch / "ctl"]:
+            directory.mkdir()
+        self.socket = self.scratch / "ctl" / "zygote.sock"  # outside the sandbox: not bound into it
+        self.cgroup_procs = _make_cgroups(self.scratch.name, nproc, memory_mb) if cgroups_work() else []
+        spec_dir = self.scratch / "kernels" / KERNEL_NAME
+        spec_dir.mkdir(parents=True)
+        spec = {"argv": [sys.executable, "-I", "-S", "-c", PROXY, str(self.socket), "{connection_file}",
+                         str(self.dirs["work"])],
+                "display_name": "Python 3 (autograder sandbox)", "language": "python",
+                "interrupt_mode": "message", "metadata": {"debugger": False}}
+        (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+        self.zygote = None
+        self._previous_path = os.environ.get("JUPYTER_PATH")
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(self.scratch), self._previous_path]))
 
-@contextmanager
-def configure(config, job):
-    """Within the block, nbgrader grades ``job`` with its kernel in a sandbox (see the module docstring).
+    def __enter__(self):
+        return self
 
-    Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.execute.BoundedExecute`),
-    ``Execute.kernel_name`` and ``KernelManager.transport``, ``.connection_file`` and ``.ip`` in
-    ``config``, and ``JUPYTER_PATH`` in this process's environment (restored on exit). Yields
-    the job's scratch folder, which is deleted on exit, with the job's cgroups.
-    """
-    from .execute import AUTOGRADE_PREPROCESSORS  # nbgrader: loaded by the worker, never by the grader
+    def __exit__(self, *exc):
+        self.close()
 
-    workdir = Path(job["course_root"]).resolve() / "autograded" / job["student"] / job["assignment"]
-    scratch = _scratch(job)
-    cgroup_procs = _make_cgroups(scratch.name, job["nproc"], job["memory_mb"]) if cgroups_work() else []
-    kernel = [sys.executable, "-P", "-c", KERNEL_START, "-f", "{connection_file}"]
-    command = bwrap_command(scratch, workdir, kernel) if bwrap_works() else kernel
-    spec_dir = scratch / "kernels" / KERNEL_NAME
-    spec_dir.mkdir(parents=True)
-    spec = {"argv": _launcher(job, cgroup_procs, command), "display_name": "Python 3 (autograder sandbox)",
-            "language": "python", "interrupt_mode": "message", "metadata": {"debugger": False}}
-    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
-    config.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
-    config.Execute.kernel_name = KERNEL_NAME
-    config.KernelManager.transport = "ipc"
-    config.KernelManager.connection_file = str(scratch / "conn" / "kernel.json")
-    config.KernelManager.ip = str(scratch / "conn" / "kernel-ipc")
-    previous = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(scratch), previous]))
-    try:
-        yield scratch
-    finally:
-        if previous is None:
-            del os.environ["JUPYTER_PATH"]
+    def _environment(self):
+        home = self.dirs["home"]
+        env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "TMPDIR": "/tmp",
+               "MPLCONFIGDIR": str(home / "matplotlib"), "LANG": "C.UTF-8",
+               # the kernel's parent is the zygote: ipykernel must not poll for it
+               "JPY_PARENT_PID": "1"}
+        return env | dict.fromkeys(THREAD_VARS, "1")
+
+    def _home(self):
+        """The kernel's home: matplotlib's folder, with this user's font list."""
+        (self.dirs["home"] / "matplotlib").mkdir(parents=True, exist_ok=True)
+        for fonts in _font_lists():
+            shutil.copy(fonts, self.dirs["home"] / "matplotlib")
+
+    def _start(self):
+        self._stop()
+        self._home()
+        self.socket.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX)
+        with listener:
+            listener.bind(str(self.socket))
+            listener.listen()
+            private = bwrap_works()
+            zygote = [sys.executable, "-P", "-m", "autograder.zygote", str(listener.fileno()),
+                      *(["--private"] if private else []), *map(str, self.dirs.values())]
+            command = bwrap_command(self.dirs.values(), self.dirs["work"], zygote) if private else zygote
+            memory_mb, nproc = self.limits
+            launcher = [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb)]
+            launcher += ["--nproc", str(nproc)] if not self.cgroup_procs else []
+            for procs in self.cgroup_procs:
+                launcher += ["--cgroup", procs]
+            self.zygote = subprocess.Popen([*launcher, "--", *command], pass_fds=[listener.fileno()],
+                                           stdin=subprocess.DEVNULL, env=self._environment(),
+                                           cwd=self.dirs["work"])
+
+    def _stop(self):
+        if self.zygote is not None:
+            self.zygote.kill()
+            self.zygote.wait()
+            self.zygote = None
+        for procs in self.cgroup_procs:
+            for pid in Path(procs).read_text().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def _sync(self, timeout):
+        """True when the zygote answers that it is loaded and the last job left nothing behind."""
+        try:
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.settimeout(timeout)
+                conn.connect(str(self.socket))
+                conn.sendall(b'{"op": "sync"}\n')
+                return json.loads(conn.makefile("rb").readline() or b"{}").get("ready", False)
+        except (OSError, ValueError):
+            return False
+
+    def ready(self):
+        """Wait until the zygote is ready for the next job, starting it (again) when it is not running."""
+        if self.zygote is None or self.zygote.poll() is not None or not self._sync(ZYGOTE_START_SECONDS):
+            self._start()
+            if not self._sync(ZYGOTE_START_SECONDS):
+                self._stop()
+                raise RuntimeError("the grading sandbox could not start its kernel factory (see the worker log)")
+        self._home()
+
+    def prepare(self, config, job):
+        """Put ``job``'s files in the kernel's working folder, and point nbgrader's ``config`` at the zygote.
+
+        The files are the student's submitted files, then the assignment's own non-notebook files
+        over them, as nbgrader copies them; but not the notebook being graded (nbgrader's copy
+        has the hidden tests), and no symbolic links (a link to the gradebook must not be followed).
+        Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.execute.BoundedExecute`),
+        ``Execute.kernel_name`` and ``.shutdown_kernel``, and ``KernelManager.transport``,
+        ``.connection_file`` and ``.ip``.
+        """
+        from .execute import AUTOGRADE_PREPROCESSORS  # nbgrader: loaded by the worker, never by the grader
+
+        self.ready()
+        root, notebook = Path(job["course_root"]), f"{job['notebook']}.ipynb"
+        work = self.dirs["work"]
+        shutil.copytree(root / "submitted" / job["student"] / job["assignment"], work, dirs_exist_ok=True,
+                        ignore=lambda d, names: _no_symlinks(d, names) + [n for n in names if n == notebook])
+        shutil.copytree(root / "source" / job["assignment"], work, dirs_exist_ok=True,
+                        ignore=lambda d, names: _no_symlinks(d, names) + [n for n in names if n.endswith(".ipynb")])
+        config.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
+        config.Execute.kernel_name = KERNEL_NAME
+        config.Execute.shutdown_kernel = "immediate"  # the zygote stops what is left of the kernel
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.connection_file = str(self.dirs["conn"] / "kernel.json")
+        config.KernelManager.ip = str(self.dirs["conn"] / "kernel-ipc")
+
+    def close(self):
+        self._stop()
+        if self._previous_path is None:
+            os.environ.pop("JUPYTER_PATH", None)
         else:
-            os.environ["JUPYTER_PATH"] = previous
-        for procs in cgroup_procs:
+            os.environ["JUPYTER_PATH"] = self._previous_path
+        for procs in self.cgroup_procs:
             _remove_cgroup(Path(procs).parent)
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 # --- the launcher: python -m autograder.sandbox [limits] -- command ------------------------
 def launch(argv):
-    """Join the job's cgroups, set the rlimits, and exec ``command`` (runs before the sandbox)."""
+    """Join the sandbox's cgroups, set the rlimits, and exec ``command`` (runs before the sandbox)."""
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1:]
     limits = {resource.RLIMIT_CORE: 0}

@@ -8,6 +8,7 @@ that nbgrader, jupyter or a kernel may print goes to stderr, never into the prot
 A job is graded only after a check outside any kernel: a missing notebook, invalid JSON or an
 old notebook format is reported with a reason instead of being run.
 """
+import atexit
 import dataclasses
 import json
 import os
@@ -62,11 +63,27 @@ def failure_reason(result):
     return "nbgrader could not grade the notebook: " + (lines[-1] if lines else "unknown error")
 
 
+_sandbox = None
+
+
+def _sandbox_for(job):
+    """This worker's sandbox, made at its first job (and again if the limits change)."""
+    global _sandbox
+    from . import sandbox
+
+    if _sandbox is None or _sandbox.limits != (job["memory_mb"], job["nproc"]):
+        if _sandbox is not None:
+            _sandbox.close()
+        _sandbox = sandbox.Sandbox(job["memory_mb"], job["nproc"])
+        atexit.register(_sandbox.close)
+    return _sandbox
+
+
 def grade_one(job):
     """Grade one submission and save its state row; return the state record as a dict."""
     from traitlets.config import Config
 
-    from . import audit, sandbox, state
+    from . import audit, state
     from .course import nbgrader_api
 
     started = time.perf_counter()
@@ -77,11 +94,15 @@ def grade_one(job):
     if reason is None:
         config = Config()
         config.Execute.timeout = job["cell_timeout"]
-        with sandbox.configure(config, job):
+        try:
+            _sandbox_for(job).prepare(config, job)
+        except RuntimeError as exc:
+            reason = str(exc)
+        else:
             api = nbgrader_api(root, job["db_url"], config=config)
             result = api.autograde(job["assignment"], job["student"], force=True, create=True)
-        if not result["success"]:
-            reason = failure_reason(result)
+            if not result["success"]:
+                reason = failure_reason(result)
     record = state.Record(job["student"], job["fingerprint"], "failed" if reason else "graded", reason or "",
                           time.perf_counter() - started, [dataclasses.asdict(f) for f in flags])
     state.save(job["db_url"], job["assignment"], record)

@@ -8,6 +8,7 @@ was graded correctly (a tampering submission earns nothing it did not earn hones
 given 0 with a clear reason, that the batch finished, and that the well-behaved students kept
 full marks.
 """
+import ast
 import copy
 import json
 import os
@@ -218,11 +219,11 @@ def _symlinks(course):
 class Batch:
     """What one grading run left: the state records, the gradebook's scores, the autograded notebooks."""
 
-    def __init__(self, course, records):
+    def __init__(self, course, records, reference="a-reference"):
         self.course = course
         self.records = records
         self.grades = grading.read_grades(state.sqlite_url(course), AID)
-        self.max_points = {k: m for k, (_, m) in self.grades["a-reference"].items()}
+        self.max_points = {k: m for k, (_, m) in self.grades[reference].items()}
 
     def score(self, student):
         return {k: s for k, (s, _) in self.grades[student].items()}
@@ -427,6 +428,93 @@ def test_no_network(batch):
     assert_batch_unharmed(batch)
 
 
+# --- one worker, one submission after another ----------------------------------------------------
+# Code that inspects the places a kernel can write, its fellow processes and the System V IPC
+# objects for anything named after this run's marker.
+PROBE = f"""
+import builtins, os, pathlib
+from ipykernel import get_connection_file
+_places = ["/tmp", "/dev/shm", str(pathlib.Path.home()), os.getcwd(), os.path.dirname(get_connection_file())]
+_found = [place for place in _places for name in os.listdir(place) if "{MARK}" in name]
+for _pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if "{MARK}" in pathlib.Path("/proc", _pid, "cmdline").read_bytes().decode(errors="replace"):
+            _found.append("process " + _pid)
+    except OSError:
+        pass
+_found += ["shm"] * (len(pathlib.Path("/proc/sysvipc/shm").read_text().splitlines()) - 1)
+_found += ["startup file ran"] * hasattr(builtins, "LITTERED_{MARK}")
+print("LEFT OVER:", sorted(_found))
+"""
+# Code that leaves all of that behind, plus an IPython startup file that would fake numpy's
+# comparisons in the next kernel, and a folder the zygote cannot simply delete.
+LITTER = f"""
+import ctypes, os, pathlib, subprocess
+from ipykernel import get_connection_file
+subprocess.Popen(["sleep", "{MARK}4"], start_new_session=True)
+_startup = pathlib.Path.home() / ".ipython" / "profile_default" / "startup"
+_startup.mkdir(parents=True, exist_ok=True)
+(_startup / "00-litter.py").write_text("import builtins, numpy\\nbuiltins.LITTERED_{MARK} = True\\n"
+                                       "numpy.allclose = lambda *a, **k: True\\n")
+for _place in ["/tmp", "/dev/shm", str(pathlib.Path.home()), os.getcwd(), os.path.dirname(get_connection_file())]:
+    pathlib.Path(_place, "litter-{MARK}").write_text("x")
+_locked = pathlib.Path("/tmp", "locked-{MARK}")
+_locked.mkdir()
+(_locked / "inside").write_text("x")
+_locked.chmod(0)
+assert ctypes.CDLL(None).shmget({MARK}, 1 << 20, 0o1600) >= 0  # IPC_CREAT | 0600
+"""
+SEQUENCE = {
+    # leaves everything behind, then looks for it itself (so the probe can see it when it is there)
+    "a-litter": lambda: _littered(),
+    "b-probe": lambda: edited("logsumexp", PROBE),
+    # kills every process it may signal: its kernel, and the zygote it was forked from
+    "c-kill-all": lambda: edited("softmax", "import os\nos.kill(-1, 9)"),
+    "d-reference": lambda: grading.reference_submission(AID),
+}
+
+
+def _littered():
+    nb = edited("logsumexp", LITTER)
+    cell(nb, "softmax").source += "\n" + PROBE
+    return nb
+
+
+@pytest.fixture(scope="module")
+def sequence(tmp_path_factory):
+    """Four submissions graded in order by one worker, hence by one zygote and its successor."""
+    course = tmp_path_factory.mktemp("sequence").resolve()
+    grading.prepare_course(course, AID)
+    for student, make in SEQUENCE.items():
+        grading.submit(course, AID, student, make())
+    records = grader.grade(course, AID, grader.Options(**dict(OPTIONS, workers=1)))
+    return Batch(course, records, reference="d-reference")
+
+
+def test_the_probe_sees_what_is_left_in_the_same_kernel(sequence):
+    found = ast.literal_eval(sequence.outputs("a-litter", "softmax").split("LEFT OVER:")[1].strip())
+    # five places with a file each, and /tmp with the locked folder too
+    assert len([f for f in found if f.startswith("/")]) == 6, found
+    assert "shm" in found and any(f.startswith("process") for f in found), found
+
+
+def test_nothing_of_a_submission_reaches_the_next_one_graded_by_the_same_worker(sequence):
+    """No process, file, IPython startup file or shared memory segment of one student's kernel
+    survives into the next kernel the worker's zygote forks."""
+    for student in ("a-litter", "b-probe"):
+        assert sequence.records[student].status == "graded", sequence.records[student].reason
+        assert sequence.lost(student) == []
+    assert "LEFT OVER: []" in sequence.outputs("b-probe", "logsumexp")
+    assert processes_with(f"{MARK}4") == []
+
+
+def test_killing_the_zygote_fails_only_that_submission(sequence):
+    assert sequence.records["c-kill-all"].status == "failed"
+    assert "kernel died" in sequence.records["c-kill-all"].reason
+    assert sequence.records["d-reference"].status == "graded", sequence.records["d-reference"].reason
+    assert sequence.lost("d-reference") == []
+
+
 # --- broken notebooks ---------------------------------------------------------------------------
 def test_deleted_test_cell_scores_zero(batch):
     assert_graded(batch, "cell-deleted", ["test_softmax"])
@@ -535,9 +623,9 @@ def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bw
         "print(resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_NPROC), "
         "sys.flags.safe_path, type(checks).__name__)")])
     config = Config()
-    with sandbox.configure(config, job) as scratch:
-        spec = json.loads((scratch / "kernels" / sandbox.KERNEL_NAME / "kernel.json").read_text())
-        assert sandbox.BWRAP not in spec["argv"]
+    with sandbox.Sandbox(1800, 40) as box:
+        box.prepare(config, job)
+        assert sandbox.BWRAP not in box.zygote.args
         NotebookClient(nb, kernel_name=config.Execute.kernel_name, config=config, kernel_manager_class=AsyncKernelManager,
                        resources={"metadata": {"path": str(tmp_path / "autograded/s" / AID)}}).execute()
     limit = 1800 * 2**20
