@@ -32,7 +32,7 @@ from .course import BY_ID, nbgrader_env
 
 PACKAGE = Path(__file__).resolve().parent
 # Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
-GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "execute.py", "worker.py")
+GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "zygote.py", "execute.py", "worker.py")
 
 
 @dataclass

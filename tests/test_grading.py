@@ -1,17 +1,20 @@
 """Proof that the grader grades: real nbgrader runs over each unit's catalogue of submissions.
 
 For every authored unit, one scratch course grades the reference solution, the blank release
-and every catalogued variant; then each expectation is its own test:
+and every catalogued variant with ``autograder grade`` (nbgrader's own autograde, its kernels
+in the sandbox; tests/test_grader.py proves it scores exactly as plain nbgrader does); then
+each expectation is its own test:
 
 * the reference scores full marks on every autograded cell, the blank release scores 0;
 * each catalogued mistake loses points on every test cell it names;
 * each correct alternative keeps full marks.
 """
 import tempfile
+from pathlib import Path
 
 import pytest
 
-from autograder import catalogue, grading
+from autograder import catalogue, grader, grading, state
 from autograder.course import authored
 
 UNITS = [a for a in authored() if catalogue.load(a.id)]
@@ -21,7 +24,14 @@ _RESULTS = {}
 def grades(aid):
     if aid not in _RESULTS:
         with tempfile.TemporaryDirectory(prefix="grading-") as course:
-            _RESULTS[aid] = grading.autograde(aid, grading.sample_class(aid), course)
+            course = Path(course).resolve()
+            grading.prepare_course(course, aid)
+            for student, nb in grading.sample_class(aid).items():
+                grading.submit(course, aid, student, nb)
+            records = grader.grade(course, aid, grader.Options(progress=False))
+            failed = {s: r.reason for s, r in records.items() if r.status != "graded"}
+            assert not failed, f"submissions that could not be graded: {failed}"
+            _RESULTS[aid] = grading.read_grades(state.sqlite_url(course), aid)
     return _RESULTS[aid]
 
 
