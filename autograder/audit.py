@@ -42,6 +42,8 @@ KINDS = {
     "reload": "reloads a module, which replaces the objects the checks hold on to",
     "profiler-hook": "installs or removes a profiler or trace hook (the NumPy-only guard is a profiler hook)",
     "introspection": "walks stack frames, the garbage collector or raw memory, which reach the checks' internals",
+    "ipython-hooks": "reaches into IPython's machinery (input transformers, events, exception handlers, the "
+                     "kernel), which can rewrite or swallow the test cells that follow",
     "course-file-access": "reaches for course files (source, gradebook, other submissions) or a home directory",
     "process-exit": "exits or kills a process, which ends grading early",
     "subprocess": "starts a shell or another process",
@@ -109,6 +111,12 @@ SHELL_MAGICS = frozenset({"bash", "sh", "script", "system", "sx", "perl", "ruby"
                           "python3", "pypy", "ls", "cat", "cp", "mv", "rm", "rmdir", "mkdir", "ln"})
 PYTHON_MAGICS = frozenset({"time", "timeit", "prun", "capture", "debug"})
 FRAME_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame"})
+# Parts of the IPython shell through which a cell can change how later cells run or report.
+IPYTHON_HOOKS = frozenset({
+    "input_transformers_cleanup", "input_transformers_post", "input_transformer_manager", "ast_transformers",
+    "events", "set_custom_exc", "custom_exceptions", "set_hook", "hooks", "showtraceback", "_showtraceback",
+    "InteractiveTB", "SyntaxTB", "excepthook", "displayhook", "display_pub", "kernel", "run_cell",
+    "run_cell_async", "run_ast_nodes", "run_code", "compile", "register_magic_function", "magics_manager"})
 IMPORT_STATE = frozenset({"sys.modules", "sys.path", "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache"})
 MUTATORS = frozenset({"update", "pop", "popitem", "setdefault", "clear", "insert", "append", "extend",
                       "remove", "__setitem__", "__delitem__"})
@@ -419,9 +427,12 @@ class _Scanner(ast.NodeVisitor):
 
     # uses ----------------------------------------------------------------------------------------
     def visit_Attribute(self, node):
-        """Reading a frame's links (``f_back``, ``f_globals``) is introspection."""
+        """Reading a frame's links (``f_back``, ``f_globals``) is introspection; reaching the
+        shell's transformers, events or exception handlers is tampering with IPython."""
         if node.attr in FRAME_ATTRS:
             self.flag(node, "introspection", f"reads .{node.attr}")
+        if node.attr in IPYTHON_HOOKS and "IPython" in self.resolve(node.value):
+            self.flag(node, "ipython-hooks", f"uses get_ipython().{node.attr}")
         self.generic_visit(node)
 
     def visit_Raise(self, node):

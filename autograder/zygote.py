@@ -39,7 +39,7 @@ import traceback
 from pathlib import Path
 
 PRIVATE_DIRS = ("/tmp", "/dev/shm")
-PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 IPC_RMID = 0
 CLEAN_UP_SECONDS = 10.0
 
@@ -68,10 +68,14 @@ def _prctl(option, value):
 
 
 # --- one kernel --------------------------------------------------------------------------------
-def _kernel(request):
+def _kernel(request, zygote):
     """In the forked child: become the kernel the request asks for (never returns)."""
     code = 1
     try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # without a sandbox, nothing else ends it with the zygote
+        if os.getppid() != zygote:
+            return
+        _prctl(PR_SET_DUMPABLE, 1)  # an ordinary process again: only the zygote stays out of reach
         os.setsid()
         Path("/proc/self/oom_score_adj").write_text("1000")  # the memory limit takes the kernel, not the zygote
         os.chdir(request["cwd"])
@@ -94,11 +98,12 @@ def serve_kernel(listener, conn, request):
     """Fork the kernel, and answer when it exits; kill it when the connection ends first."""
     sys.stdout.flush()
     sys.stderr.flush()
+    zygote = os.getpid()
     pid = os.fork()
     if pid == 0:
         listener.close()
         conn.close()
-        _kernel(request)
+        _kernel(request, zygote)
     pidfd = os.pidfd_open(pid)
     with selectors.DefaultSelector() as sel:
         sel.register(conn, selectors.EVENT_READ)
