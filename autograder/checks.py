@@ -712,10 +712,11 @@ def seal():
 
 
 def _warm_up():
-    """Pay torch's one-off autograd start-up (it imports sympy's symbolic shapes on first use,
-    about a second) when the checks are imported, not inside the first test cell's time."""
+    """Pay torch's one-off autograd start-up (an upstream gradient makes it import sympy's
+    symbolic shapes, about half a second) when the checks are imported, not inside the first
+    test cell's time."""
     x = _as_tensor([1.0]).requires_grad_(True)
-    _torch_grad((x * x).sum(), [x])
+    _torch_grad(x * x, [x], _as_tensor([1.0]))
 
 
 _warm_up()

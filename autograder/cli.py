@@ -50,7 +50,7 @@ def demo(args):
         db = state.sqlite_url(out)
         scores = grading.read_grades(db, a.id)
         failures = {s: r.reason for s, r in records.items() if r.status != "graded"}
-        feedback.generate_feedback(out, a.id, db_url=db, failures=failures)
+        feedback.generate_feedback(out, a.id, db_url=db, failures=failures, workers=args.workers)
         html, csv = report.write_report(out, a.id, db_url=db, failures=failures,
                                         flags={s: r.flags for s, r in records.items() if r.flags})
         rows = []
@@ -114,7 +114,8 @@ def feedback_cmd(args):
 
     db = _db_url(args.course, args.db)
     failures = {s: r.reason for s, r in state.load(db, args.id).items() if r.status != "graded"}
-    pages = feedback.generate_feedback(args.course, args.id, students=args.student, db_url=db, failures=failures)
+    pages = feedback.generate_feedback(args.course, args.id, students=args.student, db_url=db, failures=failures,
+                                       workers=args.workers, progress=not args.quiet)
     print(f"{len(pages)} feedback file(s) under {Path(args.course).resolve() / 'feedback'}")
 
 
@@ -148,7 +149,7 @@ def main(argv=None):
     p = sub.add_parser("demo", help="build, release, collect and grade a synthetic class, then write feedback and the report")
     p.add_argument("ids", nargs="*", help="assignment ids (default: every authored unit)")
     p.add_argument("--out", default=str(ROOT / "demo-course"), help="scratch course directory for the demo (recreated)")
-    p.add_argument("--workers", type=int, default=grader.Options.workers, help="parallel grading processes")
+    p.add_argument("--workers", type=int, default=grader.Options.workers, help="parallel grading and feedback processes (default: the number of cores)")
     p.set_defaults(func=demo)
 
     p = sub.add_parser("build", help="regenerate source/ and release/ from course/")
@@ -194,6 +195,9 @@ def main(argv=None):
     p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
     p.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     p.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
+    p.add_argument("--workers", type=int, default=grader.Options.workers,
+                   help="parallel rendering processes (default: the number of cores)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=feedback_cmd)
 
     p = sub.add_parser("report", help="the instructor's HTML report and an LMS grades CSV")

@@ -17,7 +17,9 @@ same place, ``feedback/<student>/<assignment>/<notebook>.html``, that states the
 score 0.
 """
 import html
+import multiprocessing
 import re
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
@@ -83,19 +85,60 @@ def failure_page(assignment_id, notebook, max_score, reason):
                                max_score=max_score, reason=html.escape(reason))
 
 
-def generate_feedback(course_root, assignment_id, students=None, db_url=None, failures=None):
+_api = None  # in a feedback process: the NbGraderAPI it renders with
+
+
+def _feedback_api(course_root, db_url):
+    """nbgrader's API configured to render feedback with :class:`HideHiddenTests`."""
+    preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]  # nbgrader's list, plus ours
+    return nbgrader_api(course_root, db_url, config={"GenerateFeedback": {"preprocessors": preprocessors}})
+
+
+def _start_process(course_root, db_url):
+    global _api
+    _api = _feedback_api(course_root, db_url)
+
+
+def _render(assignment_id, student):
+    """Render one student's page; None, or what went wrong."""
+    result = _api.generate_feedback(assignment_id, student)
+    return None if result["success"] else result.get("error") or result.get("log") or "nbgrader failed"
+
+
+def _render_all(course_root, db_url, assignment_id, students, workers, progress):
+    """``{student: None or error}``, rendered by ``workers`` processes (in this one when it is 1)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(students), unit="page", disable=not progress or not students, dynamic_ncols=True)
+    with bar:
+        if workers <= 1 or len(students) <= 1:
+            _start_process(course_root, db_url)
+            for student in students:
+                yield student, _render(assignment_id, student)
+                bar.update(1)
+            return
+        context = multiprocessing.get_context("spawn")  # nothing of this process (an open gradebook) is shared
+        with ProcessPoolExecutor(workers, context, _start_process, (str(course_root), db_url)) as pool:
+            futures = {pool.submit(_render, assignment_id, s): s for s in students}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+                bar.update(1)
+
+
+def generate_feedback(course_root, assignment_id, students=None, db_url=None, failures=None, workers=1,
+                      progress=False):
     """Write one feedback HTML file per student; return ``{student: path}``.
 
     ``students`` defaults to every student nbgrader has autograded for the assignment, plus the
     keys of ``failures``. ``failures`` maps a student to the reason their submission could not be
     graded ("invalid JSON: ...", "timed out after 120 s"); they get :func:`failure_page` instead
-    of nbgrader's feedback. ``db_url`` defaults to the course's ``gradebook.db``. Raises
+    of nbgrader's feedback. ``db_url`` defaults to the course's ``gradebook.db``. Pages are
+    rendered by ``workers`` processes, with a progress bar when ``progress``. Raises
     RuntimeError naming the students whose feedback nbgrader could not render (the others are
     written).
     """
     failures = dict(failures or {})
-    preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]  # nbgrader's list, plus ours
-    api = nbgrader_api(course_root, db_url, config={"GenerateFeedback": {"preprocessors": preprocessors}})
+    api = _feedback_api(course_root, db_url)
     coursedir = api.coursedir
     with api.gradebook as gb:
         assignment = gb.find_assignment(assignment_id)
@@ -105,20 +148,24 @@ def generate_feedback(course_root, assignment_id, students=None, db_url=None, fa
         raise ValueError(f"{assignment_id} has {len(notebooks)} notebooks; this course has one per assignment")
     if students is None:
         students = sorted(api.get_autograded_students(assignment_id) | set(failures))
+
+    def path(student):
+        return Path(coursedir.format_path(coursedir.feedback_directory, student, assignment_id)) / f"{notebooks[0]}.html"
+
     written, errors = {}, {}
-    for student in students:
-        folder = coursedir.format_path(coursedir.feedback_directory, student, assignment_id)
-        path = Path(folder) / f"{notebooks[0]}.html"
-        if student in failures:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(failure_page(assignment_id, notebooks[0], max_score, failures[student]), encoding="utf-8")
+    for student in [s for s in students if s in failures]:
+        path(student).parent.mkdir(parents=True, exist_ok=True)
+        path(student).write_text(failure_page(assignment_id, notebooks[0], max_score, failures[student]), encoding="utf-8")
+        written[student] = path(student)
+    graded = [s for s in students if s not in failures]
+    for student, error in _render_all(course_root, db_url, assignment_id, graded, workers, progress):
+        if error is None and not path(student).exists():
+            error = "no feedback file was written"
+        if error:
+            errors[student] = error
         else:
-            result = api.generate_feedback(assignment_id, student)
-            if not result["success"] or not path.exists():
-                errors[student] = result.get("error") or result.get("log") or "no feedback file was written"
-                continue
-        written[student] = path
+            written[student] = path(student)
     if errors:
-        details = "\n\n".join(f"{s}:\n{e}" for s, e in errors.items())
-        raise RuntimeError(f"nbgrader could not write feedback for {', '.join(errors)}:\n{details}")
-    return written
+        details = "\n\n".join(f"{s}:\n{e}" for s, e in sorted(errors.items()))
+        raise RuntimeError(f"nbgrader could not write feedback for {', '.join(sorted(errors))}:\n{details}")
+    return {s: written[s] for s in students if s in written}

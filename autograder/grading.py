@@ -38,7 +38,7 @@ def broken_submissions(aid):
 
     def appended(code):
         nb = copy.deepcopy(ref)
-        cell = _by_grade_id(nb)[first.metadata["nbgrader"]["grade_id"]]
+        cell = by_grade_id(nb)[first.metadata["nbgrader"]["grade_id"]]
         cell.source += "\n" + code
         return nbformat.writes(nb)
 
@@ -62,8 +62,19 @@ def student_name(variant):
     return f"{'mistake' if variant.is_mistake else 'alternative'}-{variant.name}".replace("_", "-")
 
 
-def _by_grade_id(nb):
+def by_grade_id(nb):
+    """``{grade_id: cell}`` for the nbgrader cells of ``nb``."""
     return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "nbgrader" in c.metadata}
+
+
+def cell(nb, grade_id):
+    """The cell of ``nb`` with this grade_id."""
+    return by_grade_id(nb)[grade_id]
+
+
+def cell_index(nb, grade_id):
+    """The position in ``nb.cells`` of the cell with this grade_id."""
+    return nb.cells.index(cell(nb, grade_id))
 
 
 def strip_markers(text):
@@ -79,7 +90,7 @@ def blank_submission(assignment_id, root=ROOT):
 def reference_submission(assignment_id, root=ROOT):
     a = BY_ID[assignment_id]
     nb = blank_submission(assignment_id, root)
-    source = _by_grade_id(nbformat.read(a.source_path(root), as_version=4))
+    source = by_grade_id(nbformat.read(a.source_path(root), as_version=4))
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
@@ -100,11 +111,11 @@ def solution_region(text):
 def apply_variant(nb, variant, assignment_id, root=ROOT):
     """A copy of the reference submission ``nb`` with ``variant`` applied to its cell."""
     nb = copy.deepcopy(nb)
-    cell = _by_grade_id(nb).get(variant.cell)
+    cell = by_grade_id(nb).get(variant.cell)
     if cell is None:
         raise KeyError(f"{variant.name}: no cell with grade_id {variant.cell!r}")
     if variant.code is not None:
-        source = _by_grade_id(nbformat.read(BY_ID[assignment_id].source_path(root), as_version=4))[variant.cell]
+        source = by_grade_id(nbformat.read(BY_ID[assignment_id].source_path(root), as_version=4))[variant.cell]
         start, end, lines = solution_region(source.source)
         indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
         body = [indent + line if line else line for line in variant.code.strip("\n").split("\n")]

@@ -22,6 +22,8 @@ import pytest
 from autograder import catalogue, grading
 from autograder.audit import KINDS, Flag, audit_notebook, audit_submission_dir
 from autograder.course import BY_ID, authored
+from autograder.grading import cell
+from autograder.grading import cell_index as index
 
 AID = "1.2-softmax-cross-entropy"
 CELL = "softmax"  # the solution cell the code patterns are appended to
@@ -37,16 +39,6 @@ def source():
 def reference():
     """The reference submission of unit 1.2 (never changed by a test: each works on a copy)."""
     return grading.reference_submission(AID)
-
-
-def cell(nb, grade_id):
-    """The cell of ``nb`` with this grade_id."""
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def index(nb, grade_id):
-    """The position of the cell with this grade_id."""
-    return next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
 def appended(nb, code, grade_id=CELL):

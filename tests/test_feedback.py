@@ -176,3 +176,10 @@ def test_stream_lines_quoting_hidden_tests_are_dropped():
     assert "secret_check" not in cell.source and cell.source.startswith("checks.visible()\n# (hidden tests")
     assert cell.outputs[0].text == "<ipython>:3: RuntimeWarning: overflow\nkept\n"
     assert cell.outputs[1].traceback == ["CheckFailure: [t] wrong."]
+
+
+def test_pages_rendered_by_parallel_processes_are_the_same(course):
+    """Rendering in two processes writes the pages one process writes, to the same paths."""
+    paths = generate_feedback(course["root"], AID, failures={"broken": REASON}, workers=2)
+    assert paths == course["paths"]
+    assert {s: text_of(p.read_text(encoding="utf-8")) for s, p in paths.items()} == course["pages"]

@@ -21,6 +21,8 @@ import pytest
 
 from autograder import grader, grading, sandbox, state
 from autograder.course import BY_ID, ROOT
+from autograder.grading import cell
+from autograder.grading import cell_index as index
 
 pytestmark = pytest.mark.xdist_group("hostile")  # one batch, graded once, on one xdist worker
 
@@ -39,14 +41,6 @@ WRONG_CONCEPT = "loss_p09 = 123.0\nloss_p01 = 456.0"
 
 
 # --- building submissions ---------------------------------------------------------------------
-def cell(nb, grade_id):
-    return grading._by_grade_id(nb)[grade_id]
-
-
-def index(nb, grade_id):
-    return nb.cells.index(cell(nb, grade_id))
-
-
 def edited(grade_id, code, replace=False):
     """The reference submission with ``code`` appended to (or replacing) one cell."""
     nb = grading.reference_submission(AID)
