@@ -117,7 +117,7 @@ def _render_all(course_root, db_url, assignment_id, students, workers, progress)
                 yield student, _render(assignment_id, student)
                 bar.update(1)
             return
-        context = multiprocessing.get_context("spawn")  # nothing of this process (an open gradebook) is shared
+        context = multiprocessing.get_context("fork")  # each process opens its own gradebook session
         with ProcessPoolExecutor(workers, context, _start_process, (str(course_root), db_url)) as pool:
             futures = {pool.submit(_render, assignment_id, s): s for s in students}
             for future in as_completed(futures):
