@@ -276,7 +276,11 @@ class Sandbox:
             shutil.copy(fonts, self.dirs["home"] / "matplotlib")
 
     def _start(self):
+        from .zygote import empty
+
         self._stop()
+        for directory in self.dirs.values():  # what a zygote that died in its clean-up left
+            empty(directory)
         self._home()
         self.socket.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX)
