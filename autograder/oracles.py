@@ -33,6 +33,8 @@ _broadcast_shapes = torch.broadcast_shapes
 _grad = torch.autograd.grad
 _no_grad = torch.no_grad
 _enable_grad = torch.enable_grad
+_Linear = torch.nn.Linear
+_Sequential = torch.nn.Sequential
 
 
 def _sum(x, axis=None, keepdims=False):
@@ -64,6 +66,43 @@ def _mlp_logits(x, W1, b1, W2, b2, activation="relu"):
     return _linear(act(_linear(x, W1, b1)), W2, b2)
 
 
+def _vjp(forward, inputs, grad_out):
+    """The gradients of ``sum(grad_out * forward(*inputs))`` with respect to every input, by autograd."""
+    xs = [t.detach().requires_grad_(True) for t in inputs]
+    with _enable_grad():
+        grads = _grad(forward(*xs), xs, grad_out)
+    return grads[0] if len(grads) == 1 else tuple(grads)
+
+
+def _linear_backward(x, W, grad_out):
+    """(grad_x, grad_W, grad_b) of F.linear(x, W, b) by autograd (b is zero: the gradients do not depend on it)."""
+    return _vjp(_linear, (x, W, _zeros(W.shape[0], dtype=W.dtype)), grad_out)
+
+
+def _collapse_linear_stack(*flat):
+    """(W1, b1, W2, b2, ...) applied in that order -> the (W, b) of the composed affine map.
+
+    A bias of None counts as zero.
+    """
+    W_total, b_total = None, None
+    for W, b in zip(flat[0::2], flat[1::2]):
+        b = _zeros(W.shape[0], dtype=W.dtype) if b is None else b
+        if W_total is None:
+            W_total, b_total = W, b
+        else:
+            W_total, b_total = _matmul(W, W_total), _matmul(W, b_total) + b
+    return W_total, b_total
+
+
+def _mlp_parameter_count(sizes, bias=True):
+    """The number of parameters of ``nn.Sequential(nn.Linear(sizes[0], sizes[1], bias), ...)``.
+
+    The layers live on the meta device: shapes only, no memory and no initialisation.
+    """
+    layers = [_Linear(n_in, n_out, bias=bias, device="meta") for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+    return sum(p.numel() for p in _Sequential(*layers).parameters())
+
+
 ORACLES = {
     # 1.1 affine maps and nonlinearities
     "linear": lambda x, W, b=None: _linear(x, W, b),
@@ -73,6 +112,12 @@ ORACLES = {
     "tanh": _tanh,
     "gelu_tanh": lambda x: _gelu(x, approximate="tanh"),
     "mlp_logits": _mlp_logits,
+    "linear_backward": _linear_backward,
+    "relu_backward": lambda x, grad_out: _vjp(_relu, (x,), grad_out),
+    "sigmoid_backward": lambda x, grad_out: _vjp(_sigmoid, (x,), grad_out),
+    "tanh_backward": lambda x, grad_out: _vjp(_tanh, (x,), grad_out),
+    "collapse_linear_stack": _collapse_linear_stack,
+    "mlp_parameter_count": _mlp_parameter_count,
     # 1.2 losses
     "logsumexp": lambda z, axis=-1, keepdims=False: _logsumexp(z, dim=axis, keepdim=keepdims),
     "softmax": lambda z, axis=-1: _softmax(z, dim=axis),
