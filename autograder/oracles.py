@@ -8,8 +8,14 @@ here, and kept in this module's own names: a notebook that later rebinds ``torch
 Options follow the NumPy spelling the exercises use (``axis``, ``keepdims``); the oracles
 translate them into torch's (``dim``, ``keepdim``).
 """
+import builtins
+
 import torch
 import torch.nn.functional as F
+
+# As in autograder.checks: the functions below look builtins (sum, zip, len...) up in a private
+# copy, taken before any notebook code ran, so `builtins.sum = ...` in a notebook cannot reach them.
+__builtins__ = dict(vars(builtins))
 
 _as_tensor = torch.as_tensor
 _logsumexp = torch.logsumexp
