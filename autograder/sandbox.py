@@ -269,11 +269,12 @@ class Sandbox:
                "JPY_PARENT_PID": "1"}
         return env | dict.fromkeys(THREAD_VARS, "1")
 
-    def _home(self):
-        """The kernel's home: matplotlib's folder, with this user's font list."""
+    def _home(self, fonts=False):
+        """The kernel's home: matplotlib's folder, with this user's font list for a starting zygote
+        (which loads it once; the kernels it forks have it in memory)."""
         (self.dirs["home"] / "matplotlib").mkdir(parents=True, exist_ok=True)
-        for fonts in _font_lists():
-            shutil.copy(fonts, self.dirs["home"] / "matplotlib")
+        for font_list in _font_lists() if fonts else ():
+            shutil.copy(font_list, self.dirs["home"] / "matplotlib")
 
     def _start(self):
         from .zygote import empty
@@ -281,7 +282,7 @@ class Sandbox:
         self._stop()
         for directory in self.dirs.values():  # what a zygote that died in its clean-up left
             empty(directory)
-        self._home()
+        self._home(fonts=True)
         self.socket.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX)
         with listener:

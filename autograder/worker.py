@@ -73,6 +73,7 @@ def _sandbox_for(job):
 
     if _sandbox is None or _sandbox.limits != (job["memory_mb"], job["nproc"]):
         if _sandbox is not None:
+            atexit.unregister(_sandbox.close)
             _sandbox.close()
         _sandbox = sandbox.Sandbox(job["memory_mb"], job["nproc"])
         atexit.register(_sandbox.close)
