@@ -666,6 +666,30 @@ def check_value(task, name, got, expected, *, rtol=0.0, atol=0.0, hint=None):
         raise CheckFailure(f"[{task}] `{name}` = {value!r} is not right." + (f" Hint: {hint}" if hint else ""))
 
 
+def answer_digest(value):
+    """The stored form of a concept-check answer that would give itself away: the SHA-256 of its
+    canonical text (an int as ``str(int)``, a string stripped and lower-cased)."""
+    import hashlib
+
+    if isinstance(value, (bool, _bool_)):
+        text = str(bool(value))
+    elif isinstance(value, (int, _integer)):
+        text = str(int(value))
+    else:
+        text = str(value).strip().lower()
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_hash(task, name, got, digest, *, hint=None):
+    """A concept check whose answer is an integer, a boolean or a word: the student's variable
+    ``name`` must have the stored ``digest`` (:func:`answer_digest` of the right answer), so a
+    visible test can check it without printing it."""
+    if got is None or got is Ellipsis:
+        raise CheckFailure(f"[{task}] set `{name}` to your answer.")
+    if answer_digest(got) != digest:
+        raise CheckFailure(f"[{task}] `{name}` = {got!r} is not right." + (f" Hint: {hint}" if hint else ""))
+
+
 # --- sealing --------------------------------------------------------------------------------
 class _SealedModule(types.ModuleType):
     """A module whose attributes can no longer be assigned or deleted."""
