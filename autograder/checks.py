@@ -40,6 +40,7 @@ Tolerances (``DEFAULT_TOL``), and why:
   |f| up to ~1e3 for the weighted sums checked here: at most about 1e-7.
 """
 import builtins
+import hashlib
 import sys
 import traceback
 import types
@@ -93,6 +94,7 @@ _getprofile = sys.getprofile
 _catch_warnings = warnings.catch_warnings
 _clear_frames = traceback.clear_frames
 _simplefilter = warnings.simplefilter
+_sha256 = hashlib.sha256
 
 FD_EPS = 1e-6
 DEFAULT_TOL = {  # (rtol, atol), see the module docstring for the reasoning
@@ -669,15 +671,13 @@ def check_value(task, name, got, expected, *, rtol=0.0, atol=0.0, hint=None):
 def answer_digest(value):
     """The stored form of a concept-check answer that would give itself away: the SHA-256 of its
     canonical text (an int as ``str(int)``, a string stripped and lower-cased)."""
-    import hashlib
-
     if isinstance(value, (bool, _bool_)):
         text = str(bool(value))
     elif isinstance(value, (int, _integer)):
         text = str(int(value))
     else:
         text = str(value).strip().lower()
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _sha256(text.encode()).hexdigest()
 
 
 def check_hash(task, name, got, digest, *, hint=None):
