@@ -49,9 +49,12 @@ def write_source(assignment, root):
     return path
 
 
-def generate_release(assignments, course_root):
-    """Run nbgrader generate_assignment for each assignment inside ``course_root``."""
-    api = nbgrader_api(course_root)
+def generate_release(assignments, course_root, db_url=None):
+    """Run nbgrader generate_assignment for each assignment inside ``course_root``.
+
+    This also records each assignment and its graded cells in the course's gradebook
+    (``db_url``, default ``<course_root>/gradebook.db``)."""
+    api = nbgrader_api(course_root, db_url)
     for a in assignments:
         result = api.generate_assignment(a.id, force=True, create=True)
         if not result["success"]:
