@@ -56,7 +56,7 @@
 #   `assert_view`), whose whole point is to ask torch. A solution that calls torch anywhere else
 #   earns no points for that exercise.
 # - **Strides are in elements**, as torch reports them, not in bytes as NumPy's `.strides`.
-#   Layout functions return plain Python ints and tuples of ints.
+#   Layout functions return integers (Python or NumPy ints, never floats) and tuples of them.
 # - **No warnings.** A NumPy warning fails the check: nbgrader gives no points to a test cell that
 #   writes to stderr.
 #
@@ -141,7 +141,7 @@ def contiguous_strides(shape):
 
     shape : a tuple of non-negative ints (the empty tuple for a 0-d tensor).
 
-    Returns a tuple of Python ints, one per axis: the last axis has stride 1 and
+    Returns a tuple of ints, one per axis: the last axis has stride 1 and
     strides[d] = strides[d + 1] * max(shape[d + 1], 1) (a size-0 axis counts as size 1).
     """
     ### BEGIN SOLUTION
@@ -207,7 +207,7 @@ def element_offset(index, strides, storage_offset=0):
     strides        : a tuple of ints (in elements; may be 0 or negative), one per axis.
     storage_offset : the position of element (0, ..., 0).
 
-    Returns a Python int.
+    Returns an int.
     """
     ### BEGIN SOLUTION
     return int(storage_offset) + sum(int(i) * int(s) for i, s in zip(index, strides))
@@ -371,7 +371,7 @@ checks.check_layout("is_contiguous", is_contiguous, "is_contiguous",
 # A **view** is a new (shape, strides, offset) over the *same* storage. Four operations only
 # rewrite those numbers, which is why torch returns views for all of them and why they cost no
 # time and no memory, whatever the size of the tensor. Each function below returns the triple
-# `(shape, strides, offset)` of the view, as tuples of Python ints and an int, and takes the
+# `(shape, strides, offset)` of the view, as two tuples of ints and an int, and takes the
 # input's offset, so that views can be chained: `slice_layout(*transpose_layout(...), ...)`
 # is the layout of a slice of a transpose. Axes may be given as negative numbers (`-1` is the
 # last axis), as in torch. Torch has no negative strides; the checks still feed some to
@@ -402,7 +402,7 @@ def transpose_layout(shape, strides, dim0, dim1, offset=0):
     dim0, dim1     : the axes to swap (negative values count from the end).
     offset         : t's storage offset, which the view keeps.
 
-    Returns (shape, strides, offset): two tuples of Python ints and an int.
+    Returns (shape, strides, offset): two tuples of ints and an int.
     """
     ### BEGIN SOLUTION
     shape, strides = list(shape), list(strides)
@@ -456,7 +456,7 @@ def permute_layout(shape, strides, dims, offset=0):
              result is axis dims[k] of t.
     offset : t's storage offset, which the view keeps.
 
-    Returns (shape, strides, offset): two tuples of Python ints and an int.
+    Returns (shape, strides, offset): two tuples of ints and an int.
     """
     ### BEGIN SOLUTION
     return tuple(int(shape[d]) for d in dims), tuple(int(strides[d]) for d in dims), int(offset)
@@ -654,7 +654,7 @@ def expand_layout(shape, strides, new_shape, offset=0):
     axis d + 1, i.e. for a 0-d tensor). Any other change
     of size (or -1 on a new leading axis) raises ValueError. The offset is kept.
 
-    Returns (shape, strides, offset): two tuples of Python ints and an int.
+    Returns (shape, strides, offset): two tuples of ints and an int.
     """
     ### BEGIN SOLUTION
     extra = len(new_shape) - len(shape)
@@ -784,7 +784,7 @@ def view_strides(shape, strides, new_shape):
     shape, strides : t's layout (strides in elements, non-negative).
     new_shape      : a tuple of ints; one entry may be -1, inferred as torch does.
 
-    Returns a tuple of Python ints, or None. Raises ValueError when new_shape cannot hold t's
+    Returns a tuple of ints, or None. Raises ValueError when new_shape cannot hold t's
     elements at all: a different number of elements, two -1s, a -1 beside a 0, or a size below -1.
     """
     ### BEGIN SOLUTION
@@ -1029,6 +1029,11 @@ checks.against_torch("read_through_layout", read_through_layout, "read_through_l
 ] + read_cases(16, 25) + read_cases(17, 5, dtype=np.float32) + read_cases(18, 10, negative=True))
 checks.expect_raises("read_through_layout", ValueError, read_through_layout, storage, (2, 3), (3, 1), 5)
 checks.expect_raises("read_through_layout", ValueError, read_through_layout, storage, (3,), (-1,), 1)
+fresh = checks.run_student("read_through_layout", read_through_layout, storage, (2, 3), (1, 2), 1)
+if np.shares_memory(fresh, storage):
+    raise checks.CheckFailure("[read_through_layout] case 'worked example': the result is a view of the storage; "
+                              "return a new array (torch.as_strided followed by a copy), so that writing to it "
+                              "cannot change the storage.")
 ### BEGIN HIDDEN TESTS
 checks.against_torch("read_through_layout", read_through_layout, "read_through_layout",
                      read_cases(116, 40) + read_cases(117, 10, dtype=np.float32) + read_cases(118, 20, negative=True))
@@ -1290,10 +1295,14 @@ def check_assert_view(x, label):
                   strides, offset)]
         for what, v, sh, st, off in wrong:
             try:
-                checks.expect_raises("assert_view", AssertionError, assert_view, x, v, sh, st, off, numpy_only=False)
+                error = checks.expect_raises("assert_view", AssertionError, assert_view, x, v, sh, st, off,
+                                             numpy_only=False)
             except checks.CheckFailure as failure:
                 raise checks.CheckFailure(f"[assert_view] {label}, {name} with {what}: assert_view must raise "
                                           f"AssertionError, but: {failure}") from None
+            if not str(error).strip():
+                raise checks.CheckFailure(f"[assert_view] {label}, {name} with {what}: the AssertionError has no "
+                                          "message; say what differs (assert condition, message).")
 
 
 check_assert_view(torch.zeros(3, 4), "x = torch.zeros(3, 4)")
@@ -1527,7 +1536,8 @@ class Tanh(Function):
 # ### Exercise `view_ops`
 #
 # Write the three classes. Each forward returns a **view** of its input (no copy), and each
-# backward returns a tuple with one gradient, of the input's shape.
+# backward returns a one-element tuple holding the input's gradient, of the input's shape (the
+# engine's `backward` pairs the returned tuple with the op's inputs).
 
 # %% nbgrader={"grade": false, "grade_id": "view_ops", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class Transpose(Function):

@@ -303,6 +303,56 @@ return torch.as_strided(t, tuple(shape), tuple(strides), offset).clone().numpy()
 ''',
         why="Builds the strides from the shape, as if the input were contiguous: right for a fresh array, "
             "wrong values for a transposed or sliced one. Layout invariance catches it."),
+    # --- requirements checked beyond the main cases -----------------------------------------
+    Variant(
+        "slice_compares_none_step", "slice_layout",
+        loses=("test_slice_layout",),
+        find="    if step is not None and step <= 0:\n", replace="    if step <= 0:\n",
+        why="step=None means 1: comparing None with 0 raises TypeError."),
+    Variant(
+        "expand_leading_minus_one_as_one", "expand_layout",
+        loses=("test_expand_layout",),
+        find='            if target < 0:\n                raise ValueError(f"expand: -1 is not allowed on the new leading axis {d}")\n',
+        replace="            target = 1 if target == -1 else target\n",
+        why="Reads -1 on a new leading axis as 1; there is no size to keep there, and torch raises."),
+    Variant(
+        "expand_size1_always_stride_zero", "expand_layout",
+        loses=("test_expand_layout",),
+        find="        if target != size:\n", replace="        if target != size or size == 1:\n",
+        why="Gives every size-1 axis stride 0 (NumPy's broadcast_to does); torch keeps the stride of a size-1 "
+            "axis that stays size 1."),
+    Variant(
+        "view_minus_one_beside_zero_divides", "view_strides",
+        loses=("test_view_strides",),
+        find="        if known == 0 or numel % known != 0:", replace="        if numel % known != 0:",
+        why="A -1 beside a 0 is ambiguous and must raise ValueError; numel % 0 raises ZeroDivisionError instead."),
+    Variant(
+        "view_no_empty_rule", "view_strides",
+        loses=("test_view_strides",),
+        find="        return tuple(int(s) for s in strides) if tuple(shape) == tuple(new_shape) else contiguous_strides(new_shape)\n",
+        replace="        pass\n",
+        why="Runs the chunk rule on a tensor with no elements, where torch keeps the strides (same shape) or "
+            "uses contiguous ones."),
+    Variant(
+        "read_through_returns_view", "read_through_layout",
+        loses=("test_read_through_layout",),
+        find="    return storage[positions]",
+        replace="    return np.lib.stride_tricks.as_strided(storage[offset:], shape, [s * storage.itemsize for s in strides])",
+        why="Right values, but a view of the storage (as_strided without the copy): writing to it changes the storage."),
+    Variant(
+        "assert_view_no_messages", "assert_view",
+        loses=("test_assert_view",),
+        code="""assert shares_storage(base, view)
+assert tuple(view.shape) == tuple(shape)
+assert tuple(view.stride()) == tuple(strides)
+assert view.storage_offset() == offset""",
+        why="Bare asserts: a failing test then says AssertionError and nothing about what differs."),
+    Variant(
+        "transpose_backward_bare_array", "view_ops",
+        loses=("test_view_ops_invariance",),
+        find="return (np.swapaxes(grad, *ctx.dims),)", replace="return np.swapaxes(grad, *ctx.dims)",
+        why="Returns the gradient itself instead of a one-element tuple: the engine pairs inputs with the rows "
+            "of the array."),
     # --- correct alternatives ----------------------------------------------------------------
     Variant(
         "contiguous_strides_cumprod", "contiguous_strides",
