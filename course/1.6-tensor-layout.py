@@ -300,7 +300,13 @@ checks.check_value("position_of_element", "y_3_1_0_position", y_3_1_0_position,
 # $(3, 2)$ with strides $(1, 3)$, is not ($s_1$ should be 1). The slice `x[:, :2]` of a
 # contiguous $(2, 3)$ tensor has shape $(2, 2)$ and strides $(3, 1)$: not contiguous ($s_0$
 # should be 2; a gap of one element follows each row). Shape $(2, 1, 3)$ with strides
-# $(3, 100, 1)$ is contiguous: the 100 is never used. Shape $(0, 3)$ with strides $(1, 1)$ is contiguous: nothing is read.
+# $(3, 100, 1)$ is contiguous: the 100 is never used. Shape $(0, 3)$ with strides $(1, 1)$ is
+# contiguous: nothing is read.
+#
+# ### Exercise `is_contiguous`
+#
+# Write `is_contiguous(shape, strides)`, the answer of `torch.Tensor.is_contiguous()` for a
+# tensor with this layout.
 
 # %% nbgrader={"grade": false, "grade_id": "is_contiguous", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def is_contiguous(shape, strides):
@@ -775,6 +781,11 @@ checks.expect_raises("expand_layout", ValueError, expand_layout, (2, 3), (3, 1),
 #   two chunks: `None` (torch raises; `y.reshape(3, 8)` copies).
 # - `y.view(-1, 4)`: $-1 \to 24 / 4 = 6$, and $6$ spans the first two chunks: `None`.
 # - `x.view(-1, 4)`: `x` is one chunk of 24 elements (base stride 1): $(4, 1)$.
+#
+# ### Exercise `view_strides`
+#
+# Write `view_strides(shape, strides, new_shape)`: the strides of `t.view(new_shape)`, or `None`
+# where torch's `view` raises because the layout cannot be viewed in that shape.
 
 # %% nbgrader={"grade": false, "grade_id": "view_strides", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def view_strides(shape, strides, new_shape):
