@@ -81,7 +81,9 @@ def run(packed, timeout):
             (submission / name).write_bytes(data)
         job = {k: v for k, v in packed.items() if k not in ("files", "source")}
         job.update(course_root=str(root), db_url=state.sqlite_url(root))
-        watchdog = threading.Timer(timeout, lambda: worker._sandbox_for(job).stop())
+        box = worker._sandbox_for(job)
+        box.ready()  # a starting zygote's seconds are not the notebook's
+        watchdog = threading.Timer(timeout, box.stop)
         watchdog.start()
         started = time.monotonic()
         try:

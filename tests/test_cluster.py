@@ -171,9 +171,15 @@ def test_the_client_killed_halfway_then_a_rerun_grades_the_rest_once(klass, tmp_
     _exactly_one_grade_each(db_url, subs)
 
 
-def test_local_cluster_for_a_quick_try(klass, local_scores, tmp_path):
+def test_local_cluster_for_a_quick_try_stops_a_notebook_past_its_time_limit(klass, local_scores, tmp_path):
     db_url = state.sqlite_url(tmp_path)
+    loop = grading.broken_submissions(AID)["hostile-infinite-loop"]
     _course(tmp_path, {"reference": klass["reference"]}, db_url, broken=False)
-    records = grader.grade(tmp_path, AID, _options(db_url, cluster="local:1"))
-    assert records["reference"].status == "graded"
+    grading.submit(tmp_path, AID, "z-loops", klass["reference"]).write_text(loop)  # graded second
+    # the cell limit is longer than the notebook's: only the cluster's own watchdog can stop it
+    options = grader.Options(db_url=db_url, progress=False, timeout=20, cell_timeout=600, cluster="local:1")
+    records = grader.grade(tmp_path, AID, options)
+    assert records["reference"].status == "graded", records["reference"].reason
     assert grading.read_grades(db_url, AID)["reference"] == local_scores[0]["reference"]
+    assert (records["z-loops"].status, records["z-loops"].reason) == (
+        "failed", "the notebook ran for more than 20 s and was stopped")

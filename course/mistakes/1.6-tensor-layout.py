@@ -355,6 +355,13 @@ assert view.storage_offset() == offset""",
             "of the array."),
     # --- correct alternatives ----------------------------------------------------------------
     Variant(
+        "view_size1_axes_stride_one", "view_strides",
+        find="return tuple(int(s) for s in out) if v == -1 else None",
+        replace="return tuple(1 if n == 1 else int(s) for s, n in zip(out, new_shape)) if v == -1 else None",
+        why="Gives every size-1 axis of the new shape the stride 1, where torch's own rule may pick another: "
+            "a size-1 axis is never stepped along, so any stride is right there (a student's solution, found "
+            "by a student who solved the notebook from its text)."),
+    Variant(
         "contiguous_strides_cumprod", "contiguous_strides",
         code='''if len(shape) == 0:
     return ()
