@@ -248,7 +248,7 @@ for s in range(3):
     x32 = checks.randn(120 + s, 3, 2, dtype=np.float32)
     check_numerical_gradient("float32, eps = 1e-2", np_scalar, x32, oracle="gc_scalar", eps=1e-2)
     got32 = check_numerical_gradient("float32, default eps", np_scalar, checks.strided(x32))
-    assert got32.dtype == np.float32, f"[numerical_gradient] a float32 x gives a float32 gradient, got {got32.dtype}"
+    assert got32.dtype == np.float32, f"[numerical_gradient] a float32 (sliced) x gives a float32 gradient, got {got32.dtype}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -426,8 +426,8 @@ from autograder import checks
 
 def expected_relative_error(a, b):
     """From the definition, in float64."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return np.max(np.abs(a - b) / np.maximum(np.abs(a) + np.abs(b), 1e-12))
+    a64, b64 = np.array(a, dtype=np.float64), np.array(b, dtype=np.float64)
+    return np.max(np.abs(a64 - b64) / np.maximum(np.abs(a64) + np.abs(b64), 1e-12))
 
 
 def floor_hint(got, expected):
@@ -512,11 +512,13 @@ class Function:
         """Run the operation on tensors (numbers and arrays become constant tensors)."""
         inputs = tuple(t if isinstance(t, Tensor) else Tensor(t) for t in inputs)
         ctx = Context()
-        out = Tensor(cls.forward(ctx, *[t.data for t in inputs], **options))
+        result = Tensor(cls.forward(ctx, *[t.data for t in inputs], **options))
         if any(t.requires_grad for t in inputs):  # record the step only where a gradient can flow
-            out.requires_grad = True
-            out.fn, out.ctx, out.inputs = cls, ctx, inputs
-        return out
+            result.requires_grad = True
+            result.fn = cls  # the Function,
+            result.ctx = ctx  # what its forward saved,
+            result.inputs = inputs  # and the tensors it read
+        return result
 
 
 class Tensor:
@@ -529,11 +531,21 @@ class Tensor:
         self.data = data if np.issubdtype(data.dtype, np.floating) else data.astype(np.float64)
         self.requires_grad = bool(requires_grad)
         self.grad = None  # filled in by backward, for leaves that require grad
-        self.fn, self.ctx, self.inputs = None, None, ()  # the Function, its Context, its input tensors
+        self.fn = None  # the Function that made this tensor (None for a leaf)
+        self.ctx = None  # the Context of that Function
+        self.inputs = ()  # the tensors this one was computed from
 
-    is_leaf = property(lambda self: self.fn is None)
-    shape = property(lambda self: self.data.shape)
-    dtype = property(lambda self: self.data.dtype)
+    @property
+    def is_leaf(self):
+        return self.fn is None
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
 
     def __repr__(self):
         origin = f"fn={self.fn.__name__}" if self.fn else f"requires_grad={self.requires_grad}"
@@ -542,45 +554,88 @@ class Tensor:
     def backward(self, grad=None):
         backward(self, grad)
 
-    def _lift(self, other):
+    def _wrap(self, value):
         """A Python number takes this tensor's dtype (float32 * 2.0 stays float32, as in torch)."""
-        if isinstance(other, Tensor):
-            return other
-        return Tensor(np.asarray(other, dtype=self.dtype) if isinstance(other, (int, float)) else other)
+        if isinstance(value, Tensor):
+            return value
+        return Tensor(np.asarray(value, dtype=self.dtype) if isinstance(value, (int, float)) else value)
 
-    __add__ = lambda self, other: Add.apply(self, self._lift(other))
-    __radd__ = lambda self, other: Add.apply(self._lift(other), self)
-    __sub__ = lambda self, other: Sub.apply(self, self._lift(other))
-    __rsub__ = lambda self, other: Sub.apply(self._lift(other), self)
-    __mul__ = lambda self, other: Mul.apply(self, self._lift(other))
-    __rmul__ = lambda self, other: Mul.apply(self._lift(other), self)
-    __truediv__ = lambda self, other: Div.apply(self, self._lift(other))
-    __rtruediv__ = lambda self, other: Div.apply(self._lift(other), self)
-    __matmul__ = lambda self, other: MatMul.apply(self, self._lift(other))
-    __rmatmul__ = lambda self, other: MatMul.apply(self._lift(other), self)
-    __neg__ = lambda self: Neg.apply(self)
-    sum = lambda self, axis=None, keepdims=False: Sum.apply(self, axis=axis, keepdims=keepdims)
-    mean = lambda self, axis=None, keepdims=False: Mean.apply(self, axis=axis, keepdims=keepdims)
-    exp = lambda self: Exp.apply(self)
-    log = lambda self: Log.apply(self)
-    tanh = lambda self: Tanh.apply(self)
-    relu = lambda self: ReLU.apply(self)
-    reshape = lambda self, *shape: Reshape.apply(self, shape=shape[0] if len(shape) == 1 else shape)
-    transpose = lambda self, dim0, dim1: Transpose.apply(self, dim0=dim0, dim1=dim1)
-    T = property(lambda self: self.transpose(0, 1))
+    def __add__(self, o):
+        return Add.apply(self, self._wrap(o))
+
+    def __radd__(self, o):
+        return Add.apply(self._wrap(o), self)
+
+    def __sub__(self, o):
+        return Sub.apply(self, self._wrap(o))
+
+    def __rsub__(self, o):
+        return Sub.apply(self._wrap(o), self)
+
+    def __mul__(self, o):
+        return Mul.apply(self, self._wrap(o))
+
+    def __rmul__(self, o):
+        return Mul.apply(self._wrap(o), self)
+
+    def __truediv__(self, o):
+        return Div.apply(self, self._wrap(o))
+
+    def __rtruediv__(self, o):
+        return Div.apply(self._wrap(o), self)
+
+    def __matmul__(self, o):
+        return MatMul.apply(self, self._wrap(o))
+
+    def __rmatmul__(self, o):
+        return MatMul.apply(self._wrap(o), self)
+
+    def __neg__(self):
+        return Neg.apply(self)
+
+    def sum(self, axis=None, keepdims=False):
+        return Sum.apply(self, keepdims=keepdims, axis=axis)
+
+    def mean(self, axis=None, keepdims=False):
+        return Mean.apply(self, keepdims=keepdims, axis=axis)
+
+    def exp(self):
+        return Exp.apply(self)
+
+    def log(self):
+        return Log.apply(self)
+
+    def tanh(self):
+        return Tanh.apply(self)
+
+    def relu(self):
+        return ReLU.apply(self)
+
+    def reshape(self, *shape):
+        return Reshape.apply(self, shape=shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, d0, d1):
+        return Transpose.apply(self, dim0=d0, dim1=d1)
+
+    @property
+    def T(self):
+        return self.transpose(0, 1)
 
 
 def topological_order(root):
     """Every tensor reachable from ``root`` (and ``root``), once each, each after its inputs. Iterative."""
-    order, seen, stack = [], set(), [(root, False)]
+    order, visited = [], {id(root)}
+    stack = [(root, iter(root.inputs))]  # each entry: a node and its inputs not visited yet
     while stack:
-        node, inputs_done = stack.pop()
-        if inputs_done:
+        node, pending = stack[-1]
+        for parent in pending:
+            if id(parent) not in visited:
+                visited.add(id(parent))
+                stack.append((parent, iter(parent.inputs)))
+                break
+        else:  # every input is in the order: the node can follow them
+            stack.pop()
             order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((t, False) for t in node.inputs if id(t) not in seen)
     return order
 
 
@@ -588,30 +643,32 @@ def backward(root, grad=None):
     """Add d(root)/d(leaf), weighted by ``grad`` (ones for a one-element root), into each leaf's ``.grad``."""
     if grad is None:
         if root.data.size != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        grad = np.ones_like(root.data)
-    grads = {id(root): np.asarray(grad, dtype=root.dtype)}
-    for node in reversed(topological_order(root)):
-        g = grads.pop(id(node), None)
+            raise RuntimeError("grad can be implicitly created only for scalar outputs (as in torch)")
+        grad = np.ones(root.shape, root.dtype)
+    pending = {id(root): np.asarray(grad, dtype=root.dtype)}  # gradients received, by node
+    for node in topological_order(root)[::-1]:
+        g = pending.pop(id(node), None)
         if g is None:
             continue
         if node.is_leaf:
             if node.requires_grad:
                 if node.grad is None:
-                    node.grad = np.zeros(node.shape, node.dtype)
+                    node.grad = np.zeros_like(node.data)
                 node.grad += g  # accumulates across calls, as in torch
             continue
-        input_grads = node.fn.backward(node.ctx, g)
-        input_grads = input_grads if isinstance(input_grads, tuple) else (input_grads,)
-        for t, ig in zip(node.inputs, input_grads):
-            if t.requires_grad and ig is not None:
-                if np.shape(ig) != t.shape:
-                    raise RuntimeError(f"{node.fn.__name__}.backward returned a gradient of shape {np.shape(ig)} "
-                                       f"for an input of shape {t.shape}")
-                if id(t) in grads:
-                    grads[id(t)] += ig  # a node reached by several paths gets the sum
-                else:
-                    grads[id(t)] = np.array(ig, dtype=t.dtype)
+        grads = node.fn.backward(node.ctx, g)
+        if not isinstance(grads, tuple):
+            grads = (grads,)
+        for t, t_grad in zip(node.inputs, grads):
+            if not t.requires_grad or t_grad is None:
+                continue
+            if np.shape(t_grad) != t.shape:
+                raise RuntimeError(f"{node.fn.__name__}.backward returned a gradient of shape {np.shape(t_grad)} "
+                                   f"for an input of shape {t.shape}")
+            if id(t) in pending:
+                pending[id(t)] += t_grad  # a node reached by several paths gets the sum
+            else:
+                pending[id(t)] = np.array(t_grad, dtype=t.dtype)
 
 
 def unbroadcast(grad, shape):
@@ -624,25 +681,27 @@ def unbroadcast(grad, shape):
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.a_shape, ctx.b_shape = a.shape, b.shape  # shapes only: nothing is saved
+        ctx.shapes = (a.shape, b.shape)  # shapes only: nothing is saved
         return a + b
 
     @staticmethod
     def backward(ctx, grad):
+        a_shape, b_shape = ctx.shapes
         # adjoint of broadcast is sum
-        return unbroadcast(grad, ctx.a_shape), unbroadcast(grad, ctx.b_shape)
+        return unbroadcast(grad, a_shape), unbroadcast(grad, b_shape)
 
 
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.a_shape, ctx.b_shape = a.shape, b.shape
+        ctx.shapes = (a.shape, b.shape)
         return a - b
 
     @staticmethod
     def backward(ctx, grad):
+        a_shape, b_shape = ctx.shapes
         # adjoint of broadcast is sum
-        return unbroadcast(grad, ctx.a_shape), unbroadcast(-grad, ctx.b_shape)
+        return unbroadcast(grad, a_shape), unbroadcast(-grad, b_shape)
 
 
 class Mul(Function):
@@ -655,7 +714,7 @@ class Mul(Function):
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
         # adjoint of broadcast is sum
-        return unbroadcast(grad * b, a.shape), unbroadcast(grad * a, b.shape)
+        return unbroadcast(b * grad, a.shape), unbroadcast(a * grad, b.shape)
 
 
 class Div(Function):
@@ -668,7 +727,7 @@ class Div(Function):
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
         # adjoint of broadcast is sum
-        return unbroadcast(grad / b, a.shape), unbroadcast(-grad * a / (b * b), b.shape)
+        return unbroadcast(grad / b, a.shape), unbroadcast(-(grad * a) / b**2, b.shape)
 
 
 class Neg(Function):
@@ -693,38 +752,39 @@ class MatMul(Function):
         return grad @ b.T, a.T @ grad
 
 
-def _unreduce(grad, shape, axis, keepdims):
-    """Put back the axes a reduction removed, then copy the gradient along them."""
-    if axis is not None and not keepdims:
-        grad = np.expand_dims(grad, axis)
-    return np.broadcast_to(grad, shape)
+def _spread(grad, shape, axis, keepdims):
+    """The adjoint of a sum over ``axis``: put the removed axes back, then copy the gradient along them."""
+    if not keepdims and axis is not None:
+        grad = np.expand_dims(grad, axis=axis)
+    return np.broadcast_to(grad, shape).copy()
 
 
 class Sum(Function):
     @staticmethod
-    def forward(ctx, a, axis=None, keepdims=False):
-        ctx.axis, ctx.keepdims = axis, keepdims
-        ctx.save_for_backward(a.shape)
-        return np.sum(a, axis=axis, keepdims=keepdims)
+    def forward(ctx, x, axis=None, keepdims=False):
+        ctx.options = (axis, keepdims)
+        ctx.save_for_backward(x.shape)
+        return np.sum(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def backward(ctx, grad):
         (shape,) = ctx.saved_tensors
-        return _unreduce(grad, shape, ctx.axis, ctx.keepdims)
+        return _spread(grad, shape, *ctx.options)
 
 
 class Mean(Function):
     @staticmethod
-    def forward(ctx, a, axis=None, keepdims=False):
-        ctx.axis, ctx.keepdims = axis, keepdims
-        ctx.save_for_backward(a.shape)
-        return np.mean(a, axis=axis, keepdims=keepdims)
+    def forward(ctx, x, axis=None, keepdims=False):
+        ctx.options = (axis, keepdims)
+        ctx.save_for_backward(x.shape)
+        return np.mean(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def backward(ctx, grad):
         (shape,) = ctx.saved_tensors
-        count = np.prod([shape[k] for k in np.atleast_1d(ctx.axis)]) if ctx.axis is not None else np.prod(shape)
-        return _unreduce(grad, shape, ctx.axis, ctx.keepdims) / count
+        axis = ctx.options[0]
+        count = np.prod(shape) if axis is None else np.prod([shape[k] for k in np.atleast_1d(axis)])
+        return _spread(grad, shape, *ctx.options) / count
 
 
 class Exp(Function):
@@ -779,25 +839,25 @@ class ReLU(Function):
 
 class Reshape(Function):
     @staticmethod
-    def forward(ctx, a, shape):
-        ctx.save_for_backward(a.shape)
-        return a.reshape(shape)
+    def forward(ctx, x, shape):
+        ctx.save_for_backward(x.shape)
+        return np.reshape(x, shape)
 
     @staticmethod
     def backward(ctx, grad):
         (shape,) = ctx.saved_tensors
-        return grad.reshape(shape)
+        return np.reshape(grad, shape)
 
 
 class Transpose(Function):
     @staticmethod
     def forward(ctx, a, dim0, dim1):
-        ctx.dim0, ctx.dim1 = dim0, dim1
-        return np.swapaxes(a, dim0, dim1)
+        ctx.dims = (dim0, dim1)
+        return np.swapaxes(a, *ctx.dims)
 
     @staticmethod
     def backward(ctx, grad):
-        return np.swapaxes(grad, ctx.dim0, ctx.dim1)
+        return np.swapaxes(grad, *ctx.dims)
 
 
 class CrossEntropy(Function):
@@ -809,26 +869,29 @@ class CrossEntropy(Function):
         target = target.astype(np.int64)
         shifted = logits - logits.max(axis=1, keepdims=True)
         log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        kept = target != ignore_index
-        losses = -log_probs[np.arange(len(target)), np.where(kept, target, 0)] * kept
-        ctx.reduction, ctx.ignore_index = reduction, ignore_index
+        counted = target != ignore_index
+        rows = np.arange(len(target))
+        losses = -log_probs[rows, np.where(counted, target, 0)] * counted
+        ctx.options = (reduction, ignore_index)
         ctx.save_for_backward(np.exp(log_probs), target)
         if reduction == "none":
             return losses
-        count = kept.sum() if reduction == "mean" else 1
+        count = counted.sum() if reduction == "mean" else 1
         return losses.sum() / count if count else np.asarray(np.nan, dtype=logits.dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        probs, target = ctx.saved_tensors
-        kept = target != ctx.ignore_index
-        out = probs.copy()
-        out[np.arange(len(target)), np.where(kept, target, 0)] -= 1  # softmax minus one-hot
-        out *= kept[:, None]  # ignored targets contribute nothing
-        if ctx.reduction == "none":
-            return out * grad[:, None], None
-        count = max(int(kept.sum()), 1) if ctx.reduction == "mean" else 1
-        return out * (grad / count), None
+        probabilities, target = ctx.saved_tensors
+        reduction, ignore_index = ctx.options
+        counted = target != ignore_index
+        rows = np.arange(len(target))
+        d_logits = probabilities.copy()
+        d_logits[rows, np.where(counted, target, 0)] -= 1  # softmax minus one-hot
+        d_logits *= counted[:, None]  # ignored targets contribute nothing
+        if reduction == "none":
+            return d_logits * grad[:, None], None
+        count = max(int(counted.sum()), 1) if reduction == "mean" else 1
+        return d_logits * (grad / count), None
 
 
 # %% [markdown]
@@ -848,7 +911,10 @@ class GradcheckError(AssertionError):
 
     def __init__(self, message, input_index=None, index=None, analytic=None, numeric=None):
         super().__init__(message)
-        self.input_index, self.index, self.analytic, self.numeric = input_index, index, analytic, numeric
+        self.input_index = input_index
+        self.index = index
+        self.analytic = analytic
+        self.numeric = numeric
 
 
 # %% [markdown]
@@ -1270,8 +1336,8 @@ from autograder import checks
 
 def reference_sweep(f, x, steps):
     """The definition, in x's dtype: the engine's gradient once, then one central difference per coordinate and step."""
-    t = Tensor(x.copy(), requires_grad=True)
-    f(t).backward()
+    leaf = Tensor(np.array(x), requires_grad=True)
+    f(leaf).backward()
     errors = []
     for h in steps:
         v, numeric = x.copy(), np.zeros_like(x)
@@ -1283,8 +1349,8 @@ def reference_sweep(f, x, steps):
             minus = f(Tensor(v)).data
             v[i] = old
             numeric[i] = (plus - minus) / (2 * h)
-        errors.append(np.max(np.abs(numeric - t.grad)))
-    return np.array(errors, dtype=np.float64)
+        errors.append(np.max(np.abs(numeric - leaf.grad)))
+    return np.asarray(errors, dtype=np.float64)
 
 
 def sweep_hint(got, expected):
@@ -1550,8 +1616,9 @@ _ENGINE_CLASSES = {"Add": Add, "Sub": Sub, "Mul": Mul, "Div": Div, "Neg": Neg, "
 
 
 def _sub_sign_dropped(ctx, grad):
+    a_shape, b_shape = ctx.shapes
     # adjoint of broadcast is sum
-    return unbroadcast(grad, ctx.a_shape), unbroadcast(grad, ctx.b_shape)
+    return unbroadcast(grad, a_shape), unbroadcast(grad, b_shape)
 
 
 def _mul_swapped(ctx, grad):
@@ -1711,7 +1778,8 @@ for name, rule in PLANTED_BUGS.items():
 ### BEGIN HIDDEN TESTS
 # Other bugs in the same ops: other wrong formulas than the candidates the notebook shows.
 def _sub_swapped(ctx, grad):
-    return unbroadcast(-grad, ctx.a_shape), unbroadcast(grad, ctx.b_shape)
+    a_shape, b_shape = ctx.shapes
+    return unbroadcast(-grad, a_shape), unbroadcast(grad, b_shape)
 
 
 def _mul_same(ctx, grad):
@@ -1853,9 +1921,10 @@ display(widgets.HBox([step_slider, dtype_toggle]), figure_output)
 
 # %% nbgrader={"grade": false, "grade_id": "putting_it_together", "locked": true, "schema_version": 3, "solution": false, "task": false}
 rng = np.random.default_rng(2024)
-x, y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+x = rng.standard_normal((3, 4))
+y = rng.standard_normal((3, 4))
 row, col, scalar = rng.standard_normal((1, 4)), rng.standard_normal((3, 1)), np.asarray(1.7)
-positive = rng.uniform(0.5, 2.0, size=(3, 4))
+positive = rng.uniform(0.5, 2.0, (3, 4))
 W = rng.standard_normal((4, 2))
 target = np.array([0, 2, 1, 1])
 ignored = np.array([0, -100, 1, 2])
