@@ -35,9 +35,9 @@
 # - **CS231n**, *Neural Networks Part 3: Learning and Evaluation*, section *Gradient checks*:
 #   use the centered formula, use relative error for the comparison, use double precision, and
 #   beware of kinks in the objective. <https://cs231n.github.io/neural-networks-3/#gradcheck>
-# - **Understanding Deep Learning** (Prince), chapter 7 *Gradients and initialization*, section
-#   7.3 on computing derivatives, and its notes on checking them with finite differences.
-#   <https://udlbook.github.io/udlbook/>
+# - **Understanding Deep Learning** (Prince), chapter 7 *Gradients and initialization*, sections
+#   7.2 to 7.4 (computing derivatives, a toy example, the backpropagation algorithm): the
+#   gradients that our checker verifies. <https://udlbook.github.io/udlbook/>
 # - **Dive into Deep Learning**, section 2.4 *Calculus* (the difference quotient as the
 #   definition of the derivative) and section 5.3 *Forward Propagation, Backward Propagation,
 #   and Computational Graphs*. <https://d2l.ai/chapter_preliminaries/calculus.html>
