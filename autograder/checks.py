@@ -822,3 +822,16 @@ def random_layouts(seed, n, *, max_ndim=4, negative=False):
         out.append((tuple(shape), tuple(strides), int(rng.integers(0, 10))))
     return out
 
+
+# --- unit 1.5 ---
+def torch_gradients(oracle_name, args, grad_out=None, wrt=(0,), **kwargs):
+    """The gradients of ``sum(grad_out * oracle(*args, **kwargs))`` with respect to the arguments at
+    the positions ``wrt``, by torch autograd, as NumPy arrays (``grad_out`` defaults to ones).
+
+    For exercises whose answer is a gradient computed some other way (finite differences), so that
+    a test cell can compare it with torch by oracle name."""
+    torch_fn = oracles.oracle(oracle_name)
+    _, out = _torch_forward(torch_fn, args, kwargs)
+    g = _ones(_to_numpy(out).shape) if grad_out is None else _asarray(grad_out, dtype=_float64)
+    _, grads = _torch_vjp(torch_fn, args, kwargs, tuple(wrt), g)
+    return grads
