@@ -58,6 +58,15 @@ for sizes in zip(*[shape[::-1] for shape in shapes]):
     result.append(big.pop() if big else 1)
 return tuple(result[::-1])""",
         why="zip stops at the shortest shape: the leading axes of the longer shapes are lost."),
+    Variant(
+        "broadcast_shape_returns_list", "broadcast_shape", ("test_broadcast_shape",),
+        find="    return tuple(result)", replace="    return result",
+        why="torch.broadcast_shapes returns a torch.Size, a tuple; a list is not a shape."),
+    Variant(
+        "broadcast_shape_raises_runtime_error", "broadcast_shape", ("test_broadcast_shape",),
+        find="raise ValueError(f\"shapes {shapes} cannot be broadcast: axis {axis - ndim} has sizes \"",
+        replace="raise RuntimeError(f\"shapes {shapes} cannot be broadcast: axis {axis - ndim} has sizes \"",
+        why="Copying torch's exception type: the exercise asks for ValueError."),
     # ---------------------------------------------------------------- unbroadcast
     Variant(
         "unbroadcast_without_keepdims", "unbroadcast", USERS_OF_UNBROADCAST,
@@ -89,6 +98,16 @@ stretched = tuple(axis for axis, size in enumerate(shape) if size == 1 and grad.
 grad = grad.sum(axis=stretched, keepdims=True)
 return grad.sum(axis=tuple(range(len(shape), grad.ndim)))""",
         why="Comparing shape with grad.shape from the left: the extra axes are at the front, not the end."),
+    Variant(
+        "unbroadcast_float64_accumulator", "unbroadcast", ("test_unbroadcast",),
+        code="""grad = np.asarray(grad)
+prepended = grad.ndim - len(shape)
+grad = grad.sum(axis=tuple(range(prepended)))
+stretched = tuple(axis for axis, size in enumerate(shape) if size == 1 and grad.shape[axis] != 1)
+out = np.zeros(shape)
+out += grad.sum(axis=stretched, keepdims=True)
+return out""",
+        why="Accumulating into np.zeros(shape), which is float64: a float32 gradient comes back float64."),
     # ---------------------------------------------------------------- Add, Sub
     Variant(
         "add_forgets_unbroadcast_b", "add_sub", ("test_add_sub", "test_branched_loss"),
@@ -117,6 +136,11 @@ return grad.sum(axis=tuple(range(len(shape), grad.ndim)))""",
         replace="return unbroadcast(grad, a_shape), unbroadcast(grad, b_shape)",
         why="d(a - b)/db is -1: b's gradient is the negated upstream gradient."),
     # ---------------------------------------------------------------- Mul, Div
+    Variant(
+        "mul_grads_swapped", "mul_div", ("test_mul_div", "test_branched_loss"),
+        find="return unbroadcast(grad * b, a.shape), unbroadcast(grad * a, b.shape)",
+        replace="return unbroadcast(grad * a, a.shape), unbroadcast(grad * b, b.shape)",
+        why="d(ab)/da is b: each operand's gradient needs the other operand."),
     Variant(
         "mul_forgets_unbroadcast_b", "mul_div", ("test_mul_div", "test_branched_loss"),
         find="return unbroadcast(grad * b, a.shape), unbroadcast(grad * a, b.shape)",
@@ -191,6 +215,22 @@ return grad.sum(axis=tuple(range(len(shape), grad.ndim)))""",
         "mean_backward_not_divided", "mean", ("test_mean", "test_branched_loss"),
         find="return np.broadcast_to(grad, shape) / count", replace="return np.broadcast_to(grad, shape)",
         why="Mean backward copied like Sum's, without the 1/k of the mean."),
+    Variant(
+        "mean_saves_input", "mean", ("test_mean",),
+        find="""        ctx.save_for_backward(x.shape)
+        return np.mean(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (shape,) = ctx.saved_tensors""",
+        replace="""        ctx.save_for_backward(x)
+        return np.mean(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        shape = x.shape""",
+        why="Mean's gradient does not depend on x's values: save its shape, not the array."),
     # ---------------------------------------------------------------- Reshape, Transpose
     Variant(
         "reshape_backward_keeps_output_shape", "reshape_transpose", ("test_reshape_transpose",),
@@ -227,6 +267,11 @@ return grad.sum(axis=tuple(range(len(shape), grad.ndim)))""",
         find="return np.swapaxes(grad, ctx.dim0, ctx.dim1)  # swapping the same axes again undoes it",
         replace="return grad",
         why="The gradient of a transpose must be transposed back."),
+    Variant(
+        "transpose_saves_input", "reshape_transpose", ("test_reshape_transpose",),
+        find="        ctx.dim0, ctx.dim1 = dim0, dim1\n",
+        replace="        ctx.dim0, ctx.dim1 = dim0, dim1\n        ctx.save_for_backward(x)\n",
+        why="Transpose needs no value of x: it saves nothing."),
     # ---------------------------------------------------------------- CrossEntropy
     Variant(
         "cross_entropy_saves_logits", "cross_entropy", ("test_cross_entropy",),
@@ -279,6 +324,11 @@ return grad.sum(axis=tuple(range(len(shape), grad.ndim)))""",
         find="n_counted = int(counted.sum())  # a Python int keeps float32 float32",
         replace="n_counted = len(target)",
         why="The mean loss divides by the number of targets that are not ignored, not by N."),
+    Variant(
+        "cross_entropy_mean_numpy_int_divisor", "cross_entropy", ("test_cross_entropy_extreme",),
+        find="n_counted = int(counted.sum())  # a Python int keeps float32 float32",
+        replace="n_counted = counted.sum()",
+        why="Dividing a float32 sum by a NumPy int64 gives float64; torch keeps float32."),
     Variant(
         "cross_entropy_ignore_index_hard_coded", "cross_entropy", ("test_cross_entropy",),
         find="counted = target != ctx.ignore_index", replace="counted = target != -100",
