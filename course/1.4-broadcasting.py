@@ -33,10 +33,9 @@
 #
 # ## Readings
 #
-# - **Understanding Deep Learning** (Prince), chapter 7, *Gradients and initialization*: 7.3
-#   (computing derivatives) and 7.4 (the toy example and the backpropagation algorithm, in
-#   particular the matrix form in 7.4.1, where the bias gradient of a batch is a sum over the
-#   batch).
+# - **Understanding Deep Learning** (Prince), chapter 7, *Gradients and initialization*: the
+#   sections on computing derivatives, the toy example and the backpropagation algorithm, whose
+#   matrix form sums the bias gradient over the batch.
 # - **Dive into Deep Learning**, 2.1.4 *Broadcasting* (the rule, with examples), 2.5 *Automatic
 #   Differentiation* (2.5.2 backward for non-scalar variables) and 5.3 *Forward Propagation,
 #   Backward Propagation, and Computational Graphs*.
@@ -683,13 +682,9 @@ checks.check_hash("bias_grad_terms", "terms_in_x_grad", terms_in_x_grad,
 # **Worked example.** $a$ = `[[1], [2], [3]]`, shape $(3, 1)$, and $b$ = `[10, 20, 30, 40]`,
 # shape $(4,)$; the result has shape $(3, 4)$. Take $\bar z$ = `np.arange(12.0).reshape(3, 4)`.
 #
-# - `Add`: $\bar a$ is the row sums with `keepdims`, `[[6], [22], [38]]`; $\bar b$ the column
-#   sums, `[12, 15, 18, 21]`. `Sub` gives the same $\bar a$ and $\bar b$ = `[-12, -15, -18, -21]`.
-# - `Mul`: $\bar a_i = \sum_j \bar z_{ij} b_j$: `[[200], [600], [1000]]`
-#   (row 0 is $0 \cdot 10 + 1 \cdot 20 + 2 \cdot 30 + 3 \cdot 40$); $\bar b_j = \sum_i \bar z_{ij} a_i$:
-#   `[32, 38, 44, 50]`.
-# - `Div` with a 0-d $a = 6$ and $b$ = `[1, 2, 3]`: $z$ = `[6, 3, 2]`. With $\bar z$ = `[1, 1, 1]`,
-#   $\bar a = \sum_j 1 / b_j = 1.8333$ (0-d) and $\bar b = -a / b^2$ = `[-6, -1.5, -0.6667]`.
+# `Add` gives $\bar a$, the row sums with `keepdims`, `[[6], [22], [38]]`, and $\bar b$, the
+# column sums, `[12, 15, 18, 21]`. `Sub` gives the same $\bar a$ and $\bar b$ =
+# `[-12, -15, -18, -21]`.
 #
 # ### Exercise `add_sub`
 #
@@ -758,6 +753,13 @@ checks.check_function("add_sub", Sub, "sub", seeded, saves=shapes_only, names=["
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# **Worked example.** The same $a$, $b$ and $\bar z$ as for `add_sub`. `Mul` gives
+# $\bar a_i = \sum_j \bar z_{ij} b_j$ = `[[200], [600], [1000]]` (row 0 is
+# $0 \cdot 10 + 1 \cdot 20 + 2 \cdot 30 + 3 \cdot 40$) and $\bar b_j = \sum_i \bar z_{ij} a_i$ =
+# `[32, 38, 44, 50]`. For `Div`, take a 0-d $a = 6$ and $b$ = `[1, 2, 3]`: $z$ = `[6, 3, 2]`, and
+# with $\bar z$ = `[1, 1, 1]`, $\bar a = \sum_j 1 / b_j = 1.8333$ (0-d, the sum over the prepended
+# axis) and $\bar b = -a / b^2$ = `[-6, -1.5, -0.6667]`.
+#
 # ### Exercise `mul_div`
 #
 # Write `Mul` and `Div` for operands that broadcast. Both save `(a, b)`.
@@ -857,9 +859,8 @@ checks.check_function("mul_div", Div, "div", checks.random_cases(57, more_pairs,
 #
 # **Worked example.** $x$ of shape $(2, 3, 4)$, `axis=(0, 2)`: $y$ has shape $(3,)$. With
 # $\bar y = (1, 2, 3)$, backward expands to shape $(1, 3, 1)$ and broadcasts: $\bar x_{ijk} = \bar y_j$,
-# so every entry of $\bar x[:, 1, :]$ is 2. For the mean, $k = 2 \cdot 4 = 8$ and every entry of
-# $\bar x[:, 1, :]$ is $2 / 8 = 0.25$. With `axis=(2, 0)` the result is the same: the order of
-# the axes in the tuple does not matter.
+# so every entry of $\bar x[:, 1, :]$ is 2. With `axis=(2, 0)` the result is the same: the order
+# of the axes in the tuple does not matter.
 #
 # ### Exercise `sum`
 #
@@ -918,6 +919,11 @@ checks.check_function("sum", Sum, "sum", hidden_reductions, saves=lambda x, out,
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# **Worked example.** The same $x$ of shape $(2, 3, 4)$ and `axis=(0, 2)`: each of the 3 means
+# averages $k = 2 \cdot 4 = 8$ elements, so with $\bar y = (1, 2, 3)$ every entry of
+# $\bar x[:, 1, :]$ is $2/8 = 0.25$. With `axis=None` a single mean averages all 24 elements and
+# every entry of $\bar x$ is $\bar y / 24$; with `axis=1`, $k = 3$.
+#
 # ### Exercise `mean`
 #
 # Write `Mean`, like `x.mean(axis=axis, keepdims=keepdims)`.
@@ -1414,15 +1420,24 @@ checks.check_vjp("branched_loss", leaf_grads, "branched_loss", hidden_graphs, na
 #
 # ### Explain `explain_saved`
 #
-# Apply this to operations that are not in this notebook. (a) A `Sigmoid` Function computes
-# $y = \sigma(x) = 1 / (1 + e^{-x})$. What should it save, and why? (b) A student's `Div` saves
-# its output $z = a / b$ and $b$ instead of $(a, b)$. Do its gradients still come out right?
-# For $a$ of shape $(4096, 1)$ and $b$ of shape $(1, 4096)$, how many numbers does it keep, and how
-# many would $(a, b)$ keep? (c) Suppose we build cross-entropy from our small operations instead of
-# the fused `CrossEntropy`: `shifted = z - z_max`, `e = shifted.exp()`, `lse = e.sum(axis=1,
-# keepdims=True).log()`, `logp = shifted - lse`, `loss = -(logp * onehot).sum(axis=1).mean()`. List
-# what those nodes save, and compare with the fused operation for logits of shape $(N, C)$.
-# (d) A `Flip` Function reverses the order of the elements along one axis. What does it save?
+# Apply this to operations that are not in this notebook.
+#
+# (a) A `Sigmoid` Function computes $y = \sigma(x) = 1 / (1 + e^{-x})$. What should it save, and
+# why? (3 points)
+#
+# (b) A student's `Div` saves its output $z = a / b$ and $b$ instead of $(a, b)$. Do its
+# gradients still come out right? For $a$ of shape $(4096, 1)$ and $b$ of shape $(1, 4096)$, how
+# many numbers does it keep, and how many would $(a, b)$ keep? (4 points)
+#
+# (c) Suppose we build cross-entropy from our small operations instead of the fused
+# `CrossEntropy`: `shifted = z - z_max`, `e = shifted.exp()`,
+# `lse = e.sum(axis=1, keepdims=True).log()`, `logp = shifted - lse`,
+# `loss = -(logp * onehot).sum(axis=1).mean()`. List what those nodes save, and compare with the
+# fused operation for logits of shape $(N, C)$. (3 points)
+#
+# (d) A `Flip` Function reverses the order of the elements along one axis. What does it save, and
+# what does its backward compute? (2 points)
+#
 # (Graded by hand; 12 points.)
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "explain_saved", "locked": false, "points": 12, "schema_version": 3, "solution": true, "task": false}
