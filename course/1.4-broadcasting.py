@@ -553,9 +553,10 @@ checks.check_hash("broadcast_result", "y_grad_sum_axes", tuple(sorted(int(v) for
 #
 # Axes that were not stretched pass through unchanged. The result has **exactly** `shape`:
 # summing a stretched axis without `keepdims` would give `(3,)` for an input of shape `(3, 1)`,
-# and NumPy would then broadcast that `(3,)` along the wrong axis without any error. This
-# function is what `torch.Tensor.sum_to_size` does, and what every binary operation of part 4
-# calls in its backward pass.
+# and NumPy, aligning on the right, would later stretch that `(3,)` along the wrong axis without
+# any error (our `backward` refuses a gradient of the wrong shape, as torch does). This function
+# is what `torch.Tensor.sum_to_size` does, and what every binary operation of part 4 calls in
+# its backward pass.
 #
 # **Worked example.** An input of shape $(3, 1)$ was broadcast to $(2, 3, 4)$: axis 0 was
 # prepended, axis 2 stretched from 1 to 4. Take the upstream gradient
