@@ -746,6 +746,26 @@ def _warm_up():
 _warm_up()
 
 
+# --- unit 1.4 ---
+def broadcast_pairs(seed, count, max_ndim=4):
+    """``count`` random pairs of shapes that broadcast together, for :func:`random_cases`.
+
+    Each pair starts from one result shape (1 to ``max_ndim`` axes of sizes 2 to 4); each operand
+    keeps a random number of its trailing axes and sets each of them to 1 with probability 0.4,
+    so that the pairs mix prepended axes, stretched axes and 0-d operands.
+    """
+    rng = _default_rng(seed)
+    pairs = []
+    for _ in range(count):
+        full = tuple(int(s) for s in rng.integers(2, 5, size=int(rng.integers(1, max_ndim + 1))))
+        pair = []
+        for _ in range(2):
+            kept = full[int(rng.integers(0, len(full) + 1)):]
+            pair.append(tuple(1 if rng.random() < 0.4 else s for s in kept))
+        pairs.append(tuple(pair))
+    return pairs
+
+
 # --- unit 1.6 ---------------------------------------------------------------------------------
 def _plain(value):
     """A layout answer as plain Python values (ints, bools, tuples of them, or None); anything

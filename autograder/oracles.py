@@ -163,6 +163,24 @@ def oracle(name_or_fn):
         raise KeyError(f"no torch oracle named {name_or_fn!r}; known: {sorted(ORACLES)}") from None
 
 
+# --- unit 1.4 ---
+_int64 = torch.int64
+
+
+def _branched_loss(x, W, b):
+    """The graph of unit 1.4: x reaches the loss through the affine map, a broadcast row sum and x * x."""
+    z = _tanh(_matmul(x, W) + b)
+    s = x.sum(dim=1, keepdim=True)  # (N, 1), broadcast across the M columns of z
+    return (z * s).mean() + (x * x).sum() * 0.1
+
+
+ORACLES.update({
+    "broadcast_shape": lambda *shapes: _as_tensor(list(_broadcast_shapes(*shapes)), dtype=_int64),
+    "unbroadcast": lambda grad, shape: grad.sum_to_size(shape),
+    "branched_loss": _branched_loss,
+})
+
+
 # --- unit 1.6 ---------------------------------------------------------------------------------
 # Layout oracles: each takes the exercise's plain arguments (tuples of ints, and for
 # read_through_layout a NumPy storage) and returns what torch reports, as Python ints and
