@@ -158,3 +158,102 @@ def oracle(name_or_fn):
         return ORACLES[name_or_fn]
     except KeyError:
         raise KeyError(f"no torch oracle named {name_or_fn!r}; known: {sorted(ORACLES)}") from None
+
+
+# --- unit 1.7 ---
+# Module fixtures are written once, against a namespace ``nn`` (``Module``, ``Parameter``, ``Linear``,
+# ``ReLU``, ``buffer``), and built twice: on the student's classes in the test cell and on torch's here.
+import re as _re
+import types as _types
+
+import numpy as _np
+
+_nn = torch.nn
+_Parameter = torch.nn.Parameter
+_ReLU = torch.nn.ReLU
+_SGD = torch.optim.SGD
+_manual_seed = torch.manual_seed
+_torch_float64 = torch.float64
+_size_text = _re.compile(r"torch\.Size\(\[([0-9, ]*)\]\)")
+
+TORCH_NN = _types.SimpleNamespace(
+    Module=_nn.Module,
+    Parameter=lambda a: _Parameter(_as_tensor(_np.array(a))),
+    Linear=lambda n_in, n_out, bias=True: _Linear(n_in, n_out, bias=bias, dtype=_torch_float64),
+    ReLU=_ReLU,
+    buffer=lambda a: _as_tensor(_np.array(a)),
+)
+
+
+def _numpy_shape(match):
+    """``torch.Size([3, 4])`` as NumPy spells the shape: ``(3, 4)``; ``torch.Size([3])`` as ``(3,)``."""
+    sizes = [s for s in match.group(1).replace(" ", "").split(",") if s]
+    return "(" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ")"
+
+
+def _module_layout(build):
+    """``build(nn)`` on torch: the (key, shape) lists of named_parameters, named_buffers and
+    state_dict, and the class name of each module, in torch's order."""
+    model = build(TORCH_NN)
+    shapes = lambda items: [(k, tuple(v.shape)) for k, v in items]
+    return {
+        "named_parameters": shapes(model.named_parameters()),
+        "named_buffers": shapes(model.named_buffers()),
+        "state_dict": shapes(model.state_dict().items()),
+    }
+
+
+def _load_report(build, state, strict=True):
+    """``build(nn).load_state_dict(state, strict)`` on torch, with ``state`` a dict of NumPy arrays:
+    ``("raised", message)`` with shapes in NumPy's spelling, or ``("returned", missing, unexpected)``."""
+    model = build(TORCH_NN)
+    try:
+        result = model.load_state_dict({k: _as_tensor(_np.array(v)) for k, v in state.items()}, strict=strict)
+    except RuntimeError as exc:
+        return ("raised", _size_text.sub(_numpy_shape, str(exc)))
+    return ("returned", list(result.missing_keys), list(result.unexpected_keys))
+
+
+def _mlp_reference(sizes, x, seed):
+    """A torch ``nn.Sequential(Linear, ReLU, ..., Linear)`` in float64, seeded: its state_dict as
+    NumPy arrays (copies) and its output on ``x``."""
+    _manual_seed(seed)
+    layers = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        layers += [_Linear(n_in, n_out, dtype=_torch_float64), _ReLU()]
+    model = _Sequential(*layers[:-1])
+    with _no_grad():
+        out = model(_as_tensor(_np.array(x)))
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}, out.numpy()
+
+
+def _sgd_steps(params, grads, lr, momentum=0.0, weight_decay=0.0):
+    """``torch.optim.SGD`` on copies of ``params`` (arrays); ``grads[step][i]`` is parameter i's
+    gradient at that step (None: no gradient). After every step: the parameters, as arrays, and
+    their version counters."""
+    ps = [_Parameter(_as_tensor(_np.array(p))) for p in params]
+    opt = _SGD(ps, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    out = []
+    for step in grads:
+        for p, g in zip(ps, step):
+            p.grad = None if g is None else _as_tensor(_np.array(g))
+        opt.step()
+        out.append(([p.detach().numpy().copy() for p in ps], [p._version for p in ps]))
+    return out
+
+
+ORACLES.update({
+    "w_x_x": lambda x, w: w * x * x,
+    "w_plus_x_times_w": lambda x, w: (w + x) * w,
+    "module_layout": _module_layout,
+    "load_report": _load_report,
+    "mlp_reference": _mlp_reference,
+    "sgd_steps": _sgd_steps,
+})
+
+TORCH_TENSORS = _types.SimpleNamespace(
+    tensor=lambda a, requires_grad=False: torch.tensor(_np.array(a), requires_grad=requires_grad),
+    no_grad=_no_grad,
+    numpy=lambda t: t.detach().numpy(),
+)
+ORACLES["version_trace"] = lambda scenario, data: scenario(TORCH_TENSORS, data)  # in-place ops, run by torch
