@@ -171,7 +171,7 @@ import numpy as _np
 _nn = torch.nn
 _Parameter = torch.nn.Parameter
 _ReLU = torch.nn.ReLU
-_SGD = torch.optim.SGD
+from torch.optim.sgd import sgd as _sgd  # noqa: E402  (SGD.step's update; see _sgd_steps)
 _manual_seed = torch.manual_seed
 _torch_float64 = torch.float64
 _size_text = _re.compile(r"torch\.Size\(\[([0-9, ]*)\]\)")
@@ -182,6 +182,7 @@ TORCH_NN = _types.SimpleNamespace(
     Linear=lambda n_in, n_out, bias=True: _Linear(n_in, n_out, bias=bias, dtype=_torch_float64),
     ReLU=_ReLU,
     buffer=lambda a: _as_tensor(_np.array(a)),
+    tensor=lambda a: _as_tensor(_np.array(a)),
 )
 
 
@@ -230,21 +231,29 @@ def _mlp_reference(sizes, x, seed):
 def _sgd_steps(params, grads, lr, momentum=0.0, weight_decay=0.0):
     """``torch.optim.SGD`` on copies of ``params`` (arrays); ``grads[step][i]`` is parameter i's
     gradient at that step (None: no gradient). After every step: the parameters, as arrays, and
-    their version counters."""
-    ps = [_Parameter(_as_tensor(_np.array(p))) for p in params]
-    opt = _SGD(ps, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    their version counters.
+
+    Each step calls ``torch.optim.sgd.sgd``, the update that ``SGD.step`` applies to the
+    parameters that have a gradient, without building the optimizer object, whose constructor
+    imports torch._dynamo (3 s, more than a test cell may take)."""
+    ps = [_as_tensor(_np.array(p)) for p in params]
+    buffers = [None] * len(ps)
     out = []
     for step in grads:
-        for p, g in zip(ps, step):
-            p.grad = None if g is None else _as_tensor(_np.array(g))
-        opt.step()
-        out.append(([p.detach().numpy().copy() for p in ps], [p._version for p in ps]))
+        live = [i for i, g in enumerate(step) if g is not None]
+        bufs = [buffers[i] for i in live]
+        with _no_grad():
+            _sgd([ps[i] for i in live], [_as_tensor(_np.array(step[i])) for i in live], bufs, foreach=False,
+                 weight_decay=weight_decay, momentum=momentum, lr=lr, dampening=0.0, nesterov=False, maximize=False)
+        for i, b in zip(live, bufs):
+            buffers[i] = b
+        out.append(([p.numpy().copy() for p in ps], [p._version for p in ps]))
     return out
 
 
 ORACLES.update({
     "w_x_x": lambda x, w: w * x * x,
-    "w_plus_x_times_w": lambda x, w: (w + x) * w,
+    "w_sum_times_x": lambda x, w: w.sum() * x,
     "module_layout": _module_layout,
     "load_report": _load_report,
     "mlp_reference": _mlp_reference,

@@ -609,12 +609,13 @@ def version_trace(lib, data):
     s.mul_(3.0).add_(1.0)[...] = 4.0
     trace.append(("0-d", s._version, float(lib.numpy(s))))
     w = lib.tensor(data.copy(), requires_grad=True)
-    for label, edit in [("leaf add_", lambda: w.add_(1.0)), ("leaf setitem", lambda: w.__setitem__(0, 1.0))]:
+    for label, edit in [("leaf add_", lambda: w.add_(1.0)), ("leaf mul_", lambda: w.mul_(2.0)),
+                        ("leaf zero_", lambda: w.zero_()), ("leaf setitem", lambda: w.__setitem__(0, 1.0))]:
         try:
             edit()
             trace.append((label, "no error", w._version))
         except RuntimeError as exc:  # torch words the setitem error differently; its type and version count
-            trace.append((label, str(exc) if label == "leaf add_" else "RuntimeError", w._version))
+            trace.append((label, "RuntimeError" if label == "leaf setitem" else str(exc), w._version))
     with lib.no_grad():
         w.mul_(2.0)
     trace.append(("no_grad mul_", w._version))
@@ -693,7 +694,8 @@ from autograder import checks
 # The right gradient against torch autograd and central differences (random and zero upstream
 # gradients, a non-contiguous x0); the stale one against torch's gradient at the edited point x0 + delta.
 # The worked example first.
-stale, right = stale_gradient(np.array([1.0, 2.0]), np.array([3.0, -1.0]), 1.0, np.array([1.0, 0.5]))
+stale, right = checks.run_student("stale_gradient", stale_gradient, np.array([1.0, 2.0]), np.array([3.0, -1.0]), 1.0,
+                                  np.array([1.0, 0.5]))
 checks.assert_close(right, np.array([1.0, 0.5]) * np.array([1.0, 2.0]) ** 2, task="stale_gradient",
                     case="worked example", name="right")
 checks.assert_close(stale, np.array([1.0, 0.5]) * np.array([2.0, 3.0]) ** 2, task="stale_gradient",
@@ -738,6 +740,7 @@ check_stale(2, [((2, 3), (2, 3)), ((4,), (4,)), ((2, 1, 3), (2, 1, 3))], -1.25)
 # `x.mul_(1.0)` leaves the values equal and still raises, as in torch (comparing values would also
 # need a copy of every saved array, which is what the check exists to avoid). And the check happens
 # in **backward**, when the saved values are used: at save time nothing has been edited yet.
+# (`Sum` saves only its input's shape, a tuple: editing its input does not raise either.)
 #
 # **Copy.** The context saves copies of the arrays, so a later edit cannot reach them. Backward
 # then computes the gradient at the point of the forward pass. The price is memory: one extra copy
@@ -836,12 +839,12 @@ def edits_on(label, x0, w0):
                                checks.randn(6, *shape), (), [step_w])
     checks.check_equal("checked_context", f"{label}: w updated under no_grad", "the error message", str(exc),
                        f"{MESSAGE}[float64 array of shape {shape}] is at version 1; expected version 0 instead.")
-    # no edit, an edit before forward, an edit of an input that no op saved: torch's gradient
+    # no edit, an edit before forward, an edit of an input whose array no op saved: torch's gradient
     for name, before, after, graph in [
             ("no edit", (), (), lambda w, x: w * x * x),
             ("x edited before forward", (bump_x,), (), lambda w, x: w * x * x),
-            ("an Add input edited (Add saves nothing)", (), (bump_x,), lambda w, x: (w + x) * w)]:
-        oracle = "w_plus_x_times_w" if "Add" in name else "w_x_x"
+            ("w updated, but Sum saved only its shape", (), (step_w,), lambda w, x: w.sum() * x)]:
+        oracle = "w_sum_times_x" if "Sum" in name else "w_x_x"
         shift = 1.0 if "before" in name else 0.0
         checks.check_vjp("checked_context", lambda x, w, g: guarded_grad("check", x - shift, w, g, before, after, graph),
                          oracle, [checks.case(f"{label}: {name}", x0, w0)], wrt=(1,), names=["x", "w"], fd=False)
@@ -1011,9 +1014,8 @@ def add_to_class(Class):
 # `named_parameters`, `parameters`, `named_buffers`, `buffers`, `zero_grad`, `train` and `eval`,
 # with the rules above. `__init__` (which creates the registries with `object.__setattr__`, so as
 # not to call our `__setattr__` before they exist), `__getattr__` (which finds registered entries
-# by name) and `__call__` are given. Entries set to `None` (as `Linear` with `bias=False` may
-# do) are skipped by every traversal. The tests build the worked example with our classes and
-# the same model with `torch.nn`, and compare.
+# by name) and `__call__` are given. The tests build the worked example with our classes and the
+# same model with `torch.nn`, and compare.
 
 # %% nbgrader={"grade": false, "grade_id": "module", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class Module:
@@ -1138,8 +1140,8 @@ class ReLULayer(Module):
 from autograder import checks
 # Each model is written once, against a namespace `nn`, and built twice: with our classes and
 # with torch.nn (by the oracle). Names, order and shapes must agree, and the tree must behave.
-OUR_NN = types.SimpleNamespace(Module=Module, Parameter=Parameter, ReLU=ReLULayer, buffer=Tensor,
-                               Linear=lambda *args, **kwargs: Linear(*args, **kwargs))
+OUR_NN = types.SimpleNamespace(Module=Module, Parameter=Parameter, ReLU=ReLULayer, buffer=np.asarray, tensor=Tensor,
+                               Linear=lambda *args, **kwargs: Linear(*args, **kwargs))  # Linear: part 6
 
 
 def build_net(nn, n_in=2, n_out=3):
@@ -1166,7 +1168,7 @@ def build_net(nn, n_in=2, n_out=3):
             self.second.weight = self.first.weight  # tied: one Parameter, two owners
             self.act = nn.ReLU()
             self.head = nn.Parameter(np.ones((4, n_out)))
-            self.register_buffer("steps", nn.buffer(np.zeros(())))
+            self.register_buffer("steps", nn.tensor(np.zeros(())))  # a Tensor; the other buffers are arrays
             self.note, self.cache = "a plain attribute", np.zeros(2)
 
     return Net()
@@ -1359,10 +1361,11 @@ def check_state_dict(build, label):
         lambda g, e: "non-persistent buffers are not part of state_dict." if any("calls" in k for k, _ in g) else None,
         lambda g, e: "persistent buffers are part of state_dict." if not any("running_mean" in k for k, _ in g) else None,
         ORDER_HINT])
-    owners = dict(list(model.named_parameters()) + list(model.named_buffers()))
-    owners["second.weight"] = model.second.weight
     for key, value in sd.items():
-        assert isinstance(value, np.ndarray) and value is owners[key].data, (
+        owner = model
+        for part in key.split("."):
+            owner = getattr(owner, part)  # the module's registries, through __getattr__
+        assert isinstance(value, np.ndarray) and value is owner.data, (
             f"[state_dict] case '{label}': state_dict()['{key}'] must be the parameter's or buffer's array itself "
             "(`.data`), not a copy or a Tensor")
 
@@ -1505,7 +1508,8 @@ check_load(lambda nn: build_net(nn, n_in=3, n_out=1), "the worked example with n
 #
 # Write `Linear` (its `forward` takes a Tensor of shape (N, in) and uses the engine's ops:
 # `x @ self.weight.T`, plus the bias) and `MLP`. The `rng` argument seeds the initial values
-# (`np.random.default_rng(rng)`); `MLP` passes one generator to all its layers.
+# (`np.random.default_rng(rng)`: the same seed gives the same layer); `MLP` makes one generator and
+# passes it to all its layers, so that two layers of the same shape start different.
 
 # %% nbgrader={"grade": false, "grade_id": "linear_mlp", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class Linear(Module):
@@ -1564,6 +1568,10 @@ def check_linear(n_in, n_out, bias, seed):
     expected = checks.oracles.oracle("module_layout")(build)["named_parameters"]
     checks.check_equal("linear_mlp", label, "named_parameters() as (name, shape)",
                        checks.run_student("linear_mlp", layout, layer, "named_parameters"), expected)
+    again = [checks.run_student("linear_mlp", Linear, n_in, n_out, bias=bias, rng=seed) for _ in range(2)]
+    for (name, p), (_, q) in zip(again[0].named_parameters(), again[1].named_parameters()):
+        checks.assert_close(q.data, p.data, task="linear_mlp", case=f"{label}, built twice with rng={seed}", name=name,
+                            hints=[lambda g, e: "draw the values from np.random.default_rng(rng)."])
     big = checks.run_student("linear_mlp", Linear, n_in, 200, rng=seed)
     bound = 1 / np.sqrt(n_in)
     for name, p in big.named_parameters():
@@ -1584,6 +1592,10 @@ def check_mlp(sizes, batch, seed):
         len(g) == len(e) else None,
         lambda g, e: "layers kept in a Python list are not registered: use setattr(self, str(i), layer)." if
         not g else None])
+    twins = checks.run_student("linear_mlp", MLP, [3, 3, 3], rng=seed)
+    assert not np.array_equal(twins._modules["0"].weight.data, twins._modules["2"].weight.data), (
+        f"[linear_mlp] case 'MLP([3, 3, 3], rng={seed})': both layers start with the same weights; make one "
+        "generator with np.random.default_rng(rng) and pass it to every layer")
     for key, p in model.named_parameters():
         p.data[...] = torch_state[key]
     out = checks.run_student("linear_mlp", model, Tensor(x))
@@ -1833,13 +1845,18 @@ def draw_ownership(model_name, show_keys):
             text = f"{name} {shape}" + ("\n" + "\n".join(key_list) if show_keys and key_list else "")
         ax.annotate(text, (x[i], -depth), textcoords="offset points", xytext=(0, -16), ha="center", va="top",
                     fontsize=8)
-    for owner, node in extra_edges:
-        ax.plot([x[owner], x[node]], [-nodes[owner][2], -nodes[node][2]], color="tab:red", linestyle="--",
-                linewidth=1.5, zorder=2)
+    for owner, node in extra_edges:  # a tied parameter's other owner: a dashed arc
+        ax.annotate("", (x[node], -nodes[node][2]), xytext=(x[owner], -nodes[owner][2]), zorder=2,
+                    arrowprops=dict(arrowstyle="-", color="tab:red", linestyle="--", linewidth=1.5,
+                                    connectionstyle="arc3,rad=0.25"))
+    for kind, (marker, face, edge) in style.items():
+        ax.scatter([], [], marker=marker, s=80, facecolor=face, edgecolor=edge, label=kind)
+    ax.plot([], [], color="tab:red", linestyle="--", label="tied: another owner")
+    ax.legend(loc="lower left", fontsize=8, frameon=False)
     n_params = len(model.named_parameters())
     ax.set_title(f"{model_name}: {n_params} entries in named_parameters(), {len(model.state_dict())} keys in "
                  f"state_dict(), {len(model.named_buffers())} buffers", fontsize=10)
-    ax.set_ylim(-max(n[2] for n in nodes) - 1.2, 0.6)
+    ax.set_ylim(-max(n[2] for n in nodes) - 1.6, 0.6)
     ax.set_xlim(-0.8, len(leaves) - 0.2)
     ax.axis("off")
     fig.tight_layout()
@@ -1862,6 +1879,7 @@ display(widgets.HBox([model_picker, keys_box]), figure_output)
 
 # %% nbgrader={"grade": false, "grade_id": "putting_it_together", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import torch
+from torch.optim.sgd import sgd as torch_sgd
 
 torch.manual_seed(0)
 torch_model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).double()
@@ -1876,7 +1894,10 @@ with torch.no_grad():
 print(f"largest difference between the outputs after loading: {gap:.2e}")
 
 our_opt = SGD(ours.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
-torch_opt = torch.optim.SGD(torch_model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+# torch_sgd is the update that torch.optim.SGD.step applies; we call it directly because building
+# the SGD object imports torch's compiler, which takes seconds.
+torch_params = list(torch_model.parameters())
+torch_buffers = [None] * len(torch_params)
 for step in range(6):
     with save_mode("check"):
         ours.zero_grad()
@@ -1884,10 +1905,12 @@ for step in range(6):
         loss = (diff * diff).mean()
         loss.backward()
     our_opt.step()
-    torch_opt.zero_grad()
+    torch_model.zero_grad()
     torch_loss = torch.nn.functional.mse_loss(torch_model(torch.from_numpy(X)), torch.from_numpy(Y))
     torch_loss.backward()
-    torch_opt.step()
+    with torch.no_grad():
+        torch_sgd(torch_params, [p.grad for p in torch_params], torch_buffers, weight_decay=1e-3,
+                  momentum=0.9, lr=0.1, dampening=0.0, nesterov=False, maximize=False, foreach=False)
     print(f"step {step}: our loss {loss.data.item():.6f}   torch's loss {torch_loss.item():.6f}")
 
 with save_mode("check"):
