@@ -233,9 +233,12 @@ def no_grad():
 
 def unbroadcast(grad, shape):
     """Sum ``grad`` over the axes that broadcasting ``shape`` stretched, giving exactly ``shape``."""
-    lead = grad.ndim - len(shape)
-    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
-    return np.asarray(grad.sum(axis=tuple(range(lead)) + stretched)).reshape(shape)
+    while grad.ndim > len(shape):  # axes that broadcasting prepended
+        grad = grad.sum(axis=0)
+    for axis, size in enumerate(shape):  # axes of size 1 that broadcasting stretched
+        if size == 1 and grad.shape[axis] != 1:
+            grad = grad.sum(axis=axis, keepdims=True)
+    return np.reshape(grad, shape)
 
 
 class Context:
@@ -283,9 +286,17 @@ class TensorBase:
         self.grad = None
         self.fn, self.ctx, self.inputs = None, None, ()
 
-    shape = property(lambda self: self.data.shape)
-    ndim = property(lambda self: self.data.ndim)
-    is_leaf = property(lambda self: self.fn is None)
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def is_leaf(self):
+        return self.fn is None
 
     def __repr__(self):
         origin = f"fn={self.fn.__name__}" if self.fn else f"requires_grad={self.requires_grad}"
@@ -297,25 +308,55 @@ class TensorBase:
     def _check_inplace(self):
         """Raise as torch does before an in-place edit of a tensor that autograd tracks."""
         if self.requires_grad and GRAD_ENABLED:
-            if self.is_leaf:
-                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-            raise RuntimeError("this engine does not record in-place ops: edit a tensor of a graph only under no_grad()")
+            kind = "leaf Variable" if self.is_leaf else "tensor of a graph (this engine records no in-place ops)"
+            raise RuntimeError(f"a {kind} that requires grad is being used in an in-place operation.")
 
-    __add__ = lambda self, other: Add.apply(self, other)
-    __radd__ = lambda self, other: Add.apply(other, self)
-    __sub__ = lambda self, other: Sub.apply(self, other)
-    __rsub__ = lambda self, other: Sub.apply(other, self)
-    __mul__ = lambda self, other: Mul.apply(self, other)
-    __rmul__ = lambda self, other: Mul.apply(other, self)
-    __matmul__ = lambda self, other: MatMul.apply(self, other)
-    __rmatmul__ = lambda self, other: MatMul.apply(other, self)
-    __neg__ = lambda self: Neg.apply(self)
-    sum = lambda self, axis=None, keepdims=False: Sum.apply(self, axis=axis, keepdims=keepdims)
-    mean = lambda self, axis=None, keepdims=False: Mean.apply(self, axis=axis, keepdims=keepdims)
-    relu = lambda self: ReLU.apply(self)
-    reshape = lambda self, *shape: Reshape.apply(self, shape=shape[0] if len(shape) == 1 else shape)
-    transpose = lambda self, dim0, dim1: Transpose.apply(self, dim0=dim0, dim1=dim1)
-    T = property(lambda self: Transpose.apply(self, dim0=0, dim1=1))
+    # Each operator looks its Function up by name when it runs.
+    def __add__(self, other):
+        return Add.apply(self, other)
+
+    def __radd__(self, other):
+        return Add.apply(other, self)
+
+    def __sub__(self, other):
+        return Sub.apply(self, other)
+
+    def __rsub__(self, other):
+        return Sub.apply(other, self)
+
+    def __mul__(self, other):
+        return Mul.apply(self, other)
+
+    def __rmul__(self, other):
+        return Mul.apply(other, self)
+
+    def __matmul__(self, other):
+        return MatMul.apply(self, other)
+
+    def __rmatmul__(self, other):
+        return MatMul.apply(other, self)
+
+    def __neg__(self):
+        return Neg.apply(self)
+
+    def sum(self, axis=None, keepdims=False):
+        return Sum.apply(self, keepdims=keepdims, axis=axis)
+
+    def mean(self, axis=None, keepdims=False):
+        return Mean.apply(self, keepdims=keepdims, axis=axis)
+
+    def relu(self):
+        return ReLU.apply(self)
+
+    def reshape(self, *shape):
+        return Reshape.apply(self, shape=shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, dim0, dim1):
+        return Transpose.apply(self, dims=(dim0, dim1))
+
+    @property
+    def T(self):
+        return self.transpose(0, 1)
 
     def __getitem__(self, index):
         """NumPy indexing: basic indexing gives a view, advanced indexing a copy."""
@@ -328,54 +369,59 @@ def backward(root, grad=None):
     """Add d(root)/d(leaf), weighted by ``grad``, into ``.grad`` of every leaf that requires grad."""
     if grad is None:
         if root.data.size != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        grad = np.ones_like(root.data)
-    order, seen, stack = [], set(), [(root, False)]
-    while stack:  # iterative depth-first topological order (unit 1.3)
-        node, done = stack.pop()
-        if done:
-            order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((t, False) for t in node.inputs if id(t) not in seen)
-    grads = {id(root): np.asarray(grad, dtype=root.data.dtype)}
-    for node in reversed(order):
-        g = grads.pop(id(node), None)
-        if g is None or not node.requires_grad:
-            continue
+            raise RuntimeError(
+                "grad can be implicitly created only for scalar outputs")
+        grad = np.ones(root.shape, dtype=root.data.dtype)
+    # Kahn's algorithm: a node passes its gradient on once every consumer has passed it one.
+    consumers, todo = {}, [root]
+    while todo:
+        node = todo.pop()
+        for parent in node.inputs:
+            if id(parent) not in consumers:
+                consumers[id(parent)] = 0
+                todo.append(parent)
+            consumers[id(parent)] += 1
+    received, ready = {id(root): np.asarray(grad, dtype=root.data.dtype)}, [root]
+    while ready:
+        node = ready.pop()
+        g = received.pop(id(node))
         if node.is_leaf:
-            node.grad = g.copy() if node.grad is None else node.grad + g
+            if node.requires_grad:
+                node.grad = g.copy() if node.grad is None else node.grad + g
             continue
-        input_grads = node.fn.backward(node.ctx, g)
-        input_grads = input_grads if isinstance(input_grads, tuple) else (input_grads,)
-        for t, tg in zip(node.inputs, input_grads):
-            if t.requires_grad and tg is not None:
-                grads[id(t)] = grads.get(id(t), 0) + tg
+        parent_grads = node.fn.backward(node.ctx, g)
+        if not isinstance(parent_grads, tuple):
+            parent_grads = (parent_grads,)
+        for parent, parent_grad in zip(node.inputs, parent_grads):
+            if parent.requires_grad and parent_grad is not None:
+                received[id(parent)] = received.get(id(parent), 0) + parent_grad
+            consumers[id(parent)] -= 1
+            if consumers[id(parent)] == 0 and id(parent) in received:
+                ready.append(parent)
 
 
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.a_shape, ctx.b_shape = a.shape, b.shape
+        ctx.shapes = a.shape, b.shape  # shapes only: Add saves no array
         return a + b
 
     @staticmethod
     def backward(ctx, grad):
         # adjoint of broadcast is sum
-        return unbroadcast(grad, ctx.a_shape), unbroadcast(grad, ctx.b_shape)
+        return unbroadcast(grad, ctx.shapes[0]), unbroadcast(grad, ctx.shapes[1])
 
 
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.a_shape, ctx.b_shape = a.shape, b.shape
+        ctx.shapes = a.shape, b.shape
         return a - b
 
     @staticmethod
     def backward(ctx, grad):
         # adjoint of broadcast is sum
-        return unbroadcast(grad, ctx.a_shape), unbroadcast(-grad, ctx.b_shape)
+        return unbroadcast(grad, ctx.shapes[0]), unbroadcast(-grad, ctx.shapes[1])
 
 
 class Mul(Function):
@@ -386,9 +432,9 @@ class Mul(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
+        x, y = ctx.saved_tensors
         # adjoint of broadcast is sum
-        return unbroadcast(grad * b, a.shape), unbroadcast(grad * a, b.shape)
+        return unbroadcast(grad * y, x.shape), unbroadcast(grad * x, y.shape)
 
 
 class Neg(Function):
@@ -416,31 +462,33 @@ class MatMul(Function):
 class Sum(Function):
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
-        ctx.axis, ctx.keepdims = axis, keepdims
-        ctx.save_for_backward(a.shape)
+        ctx.options = axis, keepdims
+        ctx.save_for_backward(tuple(a.shape))  # a tuple: no array of `a` is kept
         return np.asarray(a.sum(axis=axis, keepdims=keepdims))
 
     @staticmethod
     def backward(ctx, grad):
         (shape,) = ctx.saved_tensors
-        if ctx.axis is not None and not ctx.keepdims:
-            grad = np.expand_dims(grad, ctx.axis)
+        axis, keepdims = ctx.options
+        if not keepdims and axis is not None:  # put the reduced axis back
+            grad = np.expand_dims(grad, axis=axis)
         return np.broadcast_to(grad, shape).copy()
 
 
 class Mean(Function):
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
-        ctx.axis, ctx.keepdims = axis, keepdims
-        ctx.save_for_backward(a.shape)
+        ctx.options = axis, keepdims
+        ctx.save_for_backward(tuple(a.shape))
         return np.asarray(a.mean(axis=axis, keepdims=keepdims))
 
     @staticmethod
     def backward(ctx, grad):
         (shape,) = ctx.saved_tensors
-        count = np.prod(shape) if ctx.axis is None else np.prod([shape[i] for i in np.atleast_1d(ctx.axis)])
-        if ctx.axis is not None and not ctx.keepdims:
-            grad = np.expand_dims(grad, ctx.axis)
+        axis, keepdims = ctx.options
+        count = np.prod(shape) if axis is None else np.prod([shape[i] for i in np.atleast_1d(axis)])
+        if not keepdims and axis is not None:  # put the reduced axis back
+            grad = np.expand_dims(grad, axis=axis)
         return np.broadcast_to(grad, shape) / count
 
 
@@ -460,13 +508,13 @@ class Transpose(Function):
     returns_view = True
 
     @staticmethod
-    def forward(ctx, a, dim0, dim1):
-        ctx.dim0, ctx.dim1 = dim0, dim1
-        return np.swapaxes(a, dim0, dim1)
+    def forward(ctx, a, dims):
+        ctx.dims = dims
+        return a.swapaxes(*dims)
 
     @staticmethod
     def backward(ctx, grad):
-        return np.swapaxes(grad, ctx.dim0, ctx.dim1)
+        return grad.swapaxes(*ctx.dims)
 
 
 class Reshape(Function):
@@ -474,7 +522,7 @@ class Reshape(Function):
 
     @staticmethod
     def forward(ctx, a, shape):
-        ctx.save_for_backward(a.shape)
+        ctx.save_for_backward(tuple(a.shape))
         return a.reshape(shape)
 
     @staticmethod
@@ -489,15 +537,15 @@ class Index(Function):
     @staticmethod
     def forward(ctx, a, index):
         ctx.index = index
-        ctx.save_for_backward(a.shape)
+        ctx.save_for_backward(tuple(a.shape))
         return np.asarray(a[index])
 
     @staticmethod
     def backward(ctx, grad):
         (shape,) = ctx.saved_tensors
-        out = np.zeros(shape, grad.dtype)
-        np.add.at(out, ctx.index, grad)
-        return out
+        full = np.zeros(shape, dtype=grad.dtype)
+        np.add.at(full, ctx.index, grad)  # an element picked twice gets both gradients
+        return full
 
 
 # %% [markdown]
@@ -801,7 +849,8 @@ def guarded_grad(mode, x0, w0, grad, before=(), after=(), graph=lambda w, x: w *
     """w.grad of graph(w, x) in save ``mode``; ``before`` and ``after`` are edits (functions of
     x, w) applied before the forward pass and between forward and backward."""
     with save_mode(mode):
-        x, w = Tensor(np.array(x0)), Tensor(np.array(w0), requires_grad=True)
+        x = Tensor(np.array(x0))
+        w = Tensor(np.array(w0), requires_grad=True)
         for edit in before:
             edit(x, w)
         y = graph(w, x)
@@ -993,10 +1042,10 @@ class Parameter(Tensor):
     """A tensor that a Module registers as a parameter; it requires grad by default."""
 
     def __init__(self, data, requires_grad=True):
-        super().__init__(data, requires_grad=requires_grad)
+        super().__init__(data, requires_grad)
 
 
-IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+IncompatibleKeys = namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")
 
 
 def add_to_class(Class):
@@ -1022,17 +1071,20 @@ class Module:
     """Base class of layers and models, after torch.nn.Module; subclasses call super().__init__() first."""
 
     def __init__(self):
-        object.__setattr__(self, "_parameters", {})  # name -> Parameter, in registration order
-        object.__setattr__(self, "_buffers", {})  # name -> Tensor
-        object.__setattr__(self, "_non_persistent", set())  # names of buffers that state_dict leaves out
-        object.__setattr__(self, "_modules", {})  # name -> Module
-        object.__setattr__(self, "training", True)
+        # object.__setattr__, because our __setattr__ needs these registries to exist
+        for key, initial in [("_parameters", {}),  # name -> Parameter, in registration order
+                             ("_buffers", {}),  # name -> Tensor
+                             ("_non_persistent", set()),  # names of buffers that state_dict leaves out
+                             ("_modules", {}),  # name -> Module
+                             ("training", True)]:
+            object.__setattr__(self, key, initial)
 
     def __getattr__(self, name):  # called only when normal attribute lookup fails
-        for registry in ("_parameters", "_buffers", "_modules"):
-            if name in self.__dict__.get(registry, {}):
-                return self.__dict__[registry][name]
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        registries = [vars(self).get(r, {}) for r in ("_parameters", "_buffers", "_modules")]
+        for registry in registries:
+            if name in registry:
+                return registry[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __call__(self, *args):
         return self.forward(*args)
