@@ -18,17 +18,17 @@
 #
 # After this unit we can:
 #
-# 1. predict whether a NumPy indexing or reshape expression returns a view or a copy, and say
-#    which edits reach which arrays;
-# 2. explain why an in-place edit between forward and backward gives a wrong gradient, and
-#    reproduce the defect on an engine with no guard;
-# 3. implement version counters as torch does: in-place ops bump them, views share their base's
-#    counter, saving records versions and backward raises torch's `RuntimeError`;
-# 4. implement the alternative guard, copy-on-save, and weigh its memory cost against the check;
-# 5. write a `Module` that registers parameters, sub-modules and buffers, lists tied weights
-#    once, and saves and loads its state with torch's keys, checks and error messages;
-# 6. write `Linear`, `MLP` and `SGD` with momentum and weight decay that match PyTorch step by
-#    step, and load a PyTorch model's weights into them.
+# - predict whether a NumPy indexing or reshape expression returns a view or a copy, and say
+#   which edits reach which arrays;
+# - explain why an in-place edit between forward and backward gives a wrong gradient, and
+#   reproduce the defect on an engine with no guard;
+# - implement version counters as torch does: in-place ops bump them, views share their base's
+#   counter, saving records versions and backward raises torch's `RuntimeError`;
+# - implement the alternative guard, copy-on-save, and weigh its memory cost against the check;
+# - write a `Module` that registers parameters, sub-modules and buffers, lists tied weights
+#   once, and saves and loads its state with torch's keys, checks and error messages;
+# - write `Linear`, `MLP` and `SGD` with momentum and weight decay that match PyTorch step by
+#   step, and load a PyTorch model's weights into them.
 #
 # ## Readings
 #
@@ -147,7 +147,10 @@ assert isinstance(view_or_copy, dict), "set view_or_copy to a dict {expression: 
 assert set(view_or_copy) == set(VIEW_OR_COPY_EXPRESSIONS), "answer every expression of VIEW_OR_COPY_EXPRESSIONS"
 a = np.arange(24.0).reshape(4, 6)
 wrong = sum(bool(view_or_copy[e]) != np.shares_memory(eval(e), a) for e in VIEW_OR_COPY_EXPRESSIONS)
-checks.check_equal("view_or_copy", "all expressions", "number of wrong answers", wrong, 0)
+# atol 0: a count of wrong answers, an integer
+checks.check_value("view_or_copy", "view_or_copy (the number of wrong answers)", wrong, 0, atol=0,
+                   hint="basic indexing gives views, advanced indexing copies; reshape copies when the elements "
+                        "are not in memory order.")
 ### BEGIN HIDDEN TESTS
 assert all(isinstance(v, (bool, np.bool_)) for v in view_or_copy.values()), "answer with True or False"
 ### END HIDDEN TESTS
@@ -558,8 +561,8 @@ class Index(Function):
 #   given: then it is a view of `base` and **shares** `base._version_counter` (the same object,
 #   not a copy of its value). `t._version` reads the counter's value.
 # - `add_(other)`, `mul_(other)`, `zero_()` and `t[index] = value` edit `t.data` **in place**
-#   (so that views and the base see the edit), accept a number, an array or a `Tensor` as the
-#   other operand, bump the counter **once** per call, and (except `__setitem__`) return `t`
+#   (so that views and the base see the edit), accept a number or a `Tensor` as the other
+#   operand, bump the counter **once** per call, and (except `__setitem__`) return `t`
 #   itself, so that calls chain: `t.mul_(2).add_(1)`.
 # - Each starts with `self._check_inplace()`: an edit that torch refuses changes nothing, not
 #   even the version.
@@ -794,13 +797,13 @@ check_stale(2, [((2, 3), (2, 3)), ((4,), (4,)), ((2, 1, 3), (2, 1, 3))], -1.25)
 # then computes the gradient at the point of the forward pass. The price is memory: one extra copy
 # of every saved array, for every op, until backward.
 #
-# **Worked example.** `x = Tensor([1., 2.])` with version 0, `w` requires grad. `y = w * x`:
+# **Worked example.** `x = Tensor([1., 2.])` with version 0, `w = Tensor([3., -1.])` requires
+# grad. `y = w * x`:
 # `Mul` saves `(w.data, x.data)`, and a checked context records `[(w, 0), (x, 0)]`. Then
 # `x.add_(1)` moves `x._version` to 1. In backward, `ctx.saved_tensors` finds `x` at version 1
 # where 0 was recorded and raises the error above, "is at version 1; expected version 0". Had
 # `x.add_(1)` come before `y = w * x`, the context would have recorded `(x, 1)` and backward would
-# run normally. A copying context saves `([3., -1.], [1., 2.])`, new arrays; after the edit `x` is
-# `[2., 3.]` but the saved copy is still `[1., 2.]`, and $\bar w = \bar y \odot (1, 2)$ is right.
+# run normally.
 #
 # ### Exercise `checked_context`
 #
@@ -912,8 +915,13 @@ edits_on("shape (1, 5)", checks.randn(15, 1, 5), checks.randn(16, 1, 5))
 # Write `CopyContext`, the context of save mode `"copy"`: `save_for_backward(*values)` saves a
 # **copy** of every array among `values` (a new array with its own memory; a view is not a copy),
 # and saves other values (shapes) as they are. Its `saved_tensors` is `Context`'s. With it, the
-# edits that `CheckedContext` refuses give the gradient of the forward pass, as in the worked
-# example above.
+# edits that `CheckedContext` refuses give the gradient of the forward pass.
+#
+# **Worked example.** The same `y = w * x` with $x = (1, 2)$, $w = (3, -1)$ and upstream
+# $\bar y = (1, 1)$: a copying context saves `([3., -1.], [1., 2.])`, two new arrays. After
+# `x.add_(1)`, `x` is `[2., 3.]`, but the saved copy is still `[1., 2.]`, and backward returns
+# $\bar w = \bar y \odot (1, 2) = (1, 2)$, the right gradient, where the unguarded engine would
+# return $(2, 3)$. `ndarray.view()` or `np.asarray` would not do: they return the same memory.
 
 # %% nbgrader={"grade": false, "grade_id": "copy_context", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class CopyContext(Context):
@@ -1371,11 +1379,7 @@ checks.check_equal("tied_counts", "torch's TiedLM", "n_trained_numbers", n_train
 # `steps`, `first.weight`, `first.bias`, `first.norm.gain`, `first.norm.running_mean`,
 # `second.weight`, `second.bias`, `second.norm.gain`, `second.norm.running_mean`.
 # `second.weight` is there (the tied name), the two `calls` buffers are not (non-persistent), and
-# `state_dict()["first.weight"] is state_dict()["second.weight"]`. Loading a dict without `head`
-# and `steps` but with an extra key `"extra"` and a `scale` of shape (2,) raises the error above;
-# with `strict=False` it still raises, with only the size-mismatch line. Without the `scale`
-# entry and with `strict=False`, it returns
-# `IncompatibleKeys(missing_keys=['scale', 'head', 'steps'], unexpected_keys=['extra'])`.
+# `state_dict()["first.weight"] is state_dict()["second.weight"]`.
 #
 # ### Exercise `state_dict`
 
@@ -1428,6 +1432,13 @@ check_state_dict(lambda nn: build_net(nn, n_in=4, n_out=1), "the worked example 
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# **Worked example.** Into the same `Net`, we load a dict that has every key except `head` and
+# `steps`, plus an extra key `"extra"`, and whose `scale` has shape (2,) where the model's is ().
+# With `strict=True` this raises the error shown above: two missing keys, one unexpected key, one
+# size mismatch, and `scale` keeps its value. With `strict=False` it still raises, with only the
+# size-mismatch line. Without the `scale` entry and with `strict=False`, it copies the 8 values it
+# has and returns `IncompatibleKeys(missing_keys=['scale', 'head', 'steps'], unexpected_keys=['extra'])`.
+#
 # ### Exercise `load_state_dict`
 
 # %% nbgrader={"grade": false, "grade_id": "load_state_dict", "locked": false, "schema_version": 3, "solution": true, "task": false}
