@@ -1069,7 +1069,8 @@ def add_to_class(Class):
 #
 # Write `Module`'s registration and traversal: `__setattr__`, `register_buffer`,
 # `named_parameters`, `parameters`, `named_buffers`, `buffers`, `zero_grad`, `train` and `eval`,
-# with the rules above. `__init__` (which creates the registries with `object.__setattr__`, so as
+# with the rules above (the helper `_named_members(registry)` walks the tree once for parameters
+# and buffers alike). `__init__` (which creates the registries with `object.__setattr__`, so as
 # not to call our `__setattr__` before they exist), `__getattr__` (which finds registered entries
 # by name) and `__call__` are given. The tests build the worked example with our classes and the
 # same model with `torch.nn`, and compare.
