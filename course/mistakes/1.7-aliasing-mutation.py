@@ -109,6 +109,10 @@ VARIANTS = [
         "stale_in_check_mode", "stale_gradient", ("test_stale_gradient",),
         find="""    with save_mode("unchecked"):""", replace="""    with save_mode("check"):""",
         why="Runs the demonstration with the guard on: backward raises instead of showing the wrong gradient."),
+    Variant(
+        "stale_returns_swapped", "stale_gradient", ("test_stale_gradient",),
+        find="""        return stale, w.grad""", replace="""        return w.grad, stale""",
+        why="Returns (right, stale) where the task asks for (stale, right)."),
     # ---------------------------------------------------------------- checked_context
     Variant(
         "check_at_forward_time_only", "checked_context", ("test_checked_context",),
@@ -266,6 +270,26 @@ super().save_for_backward(*(v.copy() if any(v is a for a in grad_arrays) else v 
         return self""",
         replace="""                child.train(mode)""",
         why="train() returns None where torch returns the module (model.eval()(x) fails)."),
+    Variant(
+        "setattr_ignores_modules", "module", ("test_module", "test_state_dict", "test_load_state_dict", "test_linear_mlp"),
+        find="""        elif isinstance(value, Module):
+            self._modules[name] = value
+""",
+        replace="",
+        why="Registers Parameters but not sub-modules: a child is a plain attribute, and its parameters and "
+            "buffers are not part of the tree."),
+    Variant(
+        "persistent_flag_inverted", "module", ("test_state_dict", "test_load_state_dict"),
+        find="""        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)""",
+        replace="""        if persistent:
+            self._non_persistent.add(name)
+        else:
+            self._non_persistent.discard(name)""",
+        why="Reads persistent=True as 'leave out of state_dict': the running statistics are not saved and the "
+            "cache is."),
     Variant(
         "parameters_own_only", "module", ("test_module",),
         find="""        return [p for _, p in self.named_parameters()]""",
