@@ -766,6 +766,31 @@ def broadcast_pairs(seed, count, max_ndim=4):
     return pairs
 
 
+# --- unit 1.7 ---
+def check_equal(task, case, name, got, expected, *, hints=()):
+    """Assert that ``got == expected`` for plain values: lists of keys and shapes, version
+    numbers, messages. For two lists the failure names the first entry that differs; ``hints``
+    are callables ``hint(got, expected) -> str | None``, as in :func:`assert_close`."""
+    try:
+        same = bool(got == expected)
+    except Exception:  # an object whose comparison raises is not the expected value
+        same = False
+    if same:
+        return
+    where = f"[{task}] case '{case}': {name}"
+    if isinstance(got, (list, tuple)) and isinstance(expected, (list, tuple)):
+        first = next((i for i, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
+        g = got[first] if first < len(got) else "(nothing: the list ends)"
+        e = expected[first] if first < len(expected) else "(nothing: the list ends)"
+        msg = f"{where}, entry {first}: expected {e!r}, got {g!r} (expected {list(expected)!r}, got {list(got)!r})."
+    else:
+        msg = f"{where}: expected {expected!r}, got {got!r}."
+    for hint in tuple(hints):
+        text = hint(got, expected)
+        if text:
+            msg += f" Hint: {text}"
+            break
+    raise CheckFailure(msg)
 # --- unit 1.6 ---------------------------------------------------------------------------------
 def _plain(value):
     """A layout answer as plain Python values (ints, bools, tuples of them, or None); anything

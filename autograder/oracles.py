@@ -181,6 +181,112 @@ ORACLES.update({
 })
 
 
+# --- unit 1.7 ---
+# Module fixtures are written once, against a namespace ``nn`` (``Module``, ``Parameter``, ``Linear``,
+# ``ReLU``, ``buffer``), and built twice: on the student's classes in the test cell and on torch's here.
+import re as _re
+import types as _types
+
+import numpy as _np
+
+_nn = torch.nn
+_Parameter = torch.nn.Parameter
+_ReLU = torch.nn.ReLU
+from torch.optim.sgd import sgd as _sgd  # noqa: E402  (SGD.step's update; see _sgd_steps)
+_manual_seed = torch.manual_seed
+_torch_float64 = torch.float64
+_size_text = _re.compile(r"torch\.Size\(\[([0-9, ]*)\]\)")
+
+TORCH_NN = _types.SimpleNamespace(
+    Module=_nn.Module,
+    Parameter=lambda a: _Parameter(_as_tensor(_np.array(a))),
+    Linear=lambda n_in, n_out, bias=True: _Linear(n_in, n_out, bias=bias, dtype=_torch_float64),
+    ReLU=_ReLU,
+    buffer=lambda a: _as_tensor(_np.array(a)),
+    tensor=lambda a: _as_tensor(_np.array(a)),
+)
+
+
+def _numpy_shape(match):
+    """``torch.Size([3, 4])`` as NumPy spells the shape: ``(3, 4)``; ``torch.Size([3])`` as ``(3,)``."""
+    sizes = [s for s in match.group(1).replace(" ", "").split(",") if s]
+    return "(" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ")"
+
+
+def _module_layout(build):
+    """``build(nn)`` on torch: the (key, shape) lists of named_parameters, named_buffers and
+    state_dict, and the class name of each module, in torch's order."""
+    model = build(TORCH_NN)
+    shapes = lambda items: [(k, tuple(v.shape)) for k, v in items]
+    return {
+        "named_parameters": shapes(model.named_parameters()),
+        "named_buffers": shapes(model.named_buffers()),
+        "state_dict": shapes(model.state_dict().items()),
+    }
+
+
+def _load_report(build, state, strict=True):
+    """``build(nn).load_state_dict(state, strict)`` on torch, with ``state`` a dict of NumPy arrays:
+    ``("raised", message)`` with shapes in NumPy's spelling, or ``("returned", missing, unexpected)``."""
+    model = build(TORCH_NN)
+    try:
+        result = model.load_state_dict({k: _as_tensor(_np.array(v)) for k, v in state.items()}, strict=strict)
+    except RuntimeError as exc:
+        return ("raised", _size_text.sub(_numpy_shape, str(exc)))
+    return ("returned", list(result.missing_keys), list(result.unexpected_keys))
+
+
+def _mlp_reference(sizes, x, seed):
+    """A torch ``nn.Sequential(Linear, ReLU, ..., Linear)`` in float64, seeded: its state_dict as
+    NumPy arrays (copies) and its output on ``x``."""
+    _manual_seed(seed)
+    layers = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        layers += [_Linear(n_in, n_out, dtype=_torch_float64), _ReLU()]
+    model = _Sequential(*layers[:-1])
+    with _no_grad():
+        out = model(_as_tensor(_np.array(x)))
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}, out.numpy()
+
+
+def _sgd_steps(params, grads, lr, momentum=0.0, weight_decay=0.0):
+    """``torch.optim.SGD`` on copies of ``params`` (arrays); ``grads[step][i]`` is parameter i's
+    gradient at that step (None: no gradient). After every step: the parameters, as arrays, and
+    their version counters.
+
+    Each step calls ``torch.optim.sgd.sgd``, the update that ``SGD.step`` applies to the
+    parameters that have a gradient, without building the optimizer object, whose constructor
+    imports torch._dynamo (3 s, more than a test cell may take)."""
+    ps = [_as_tensor(_np.array(p)) for p in params]
+    buffers = [None] * len(ps)
+    out = []
+    for step in grads:
+        live = [i for i, g in enumerate(step) if g is not None]
+        bufs = [buffers[i] for i in live]
+        with _no_grad():
+            _sgd([ps[i] for i in live], [_as_tensor(_np.array(step[i])) for i in live], bufs, foreach=False,
+                 weight_decay=weight_decay, momentum=momentum, lr=lr, dampening=0.0, nesterov=False, maximize=False)
+        for i, b in zip(live, bufs):
+            buffers[i] = b
+        out.append(([p.numpy().copy() for p in ps], [p._version for p in ps]))
+    return out
+
+
+ORACLES.update({
+    "w_x_x": lambda x, w: w * x * x,
+    "w_sum_times_x": lambda x, w: w.sum() * x,
+    "module_layout": _module_layout,
+    "load_report": _load_report,
+    "mlp_reference": _mlp_reference,
+    "sgd_steps": _sgd_steps,
+})
+
+TORCH_TENSORS = _types.SimpleNamespace(
+    tensor=lambda a, requires_grad=False: torch.tensor(_np.array(a), requires_grad=requires_grad),
+    no_grad=_no_grad,
+    numpy=lambda t: t.detach().numpy(),
+)
+ORACLES["version_trace"] = lambda scenario, data: scenario(TORCH_TENSORS, data)  # in-place ops, run by torch
 # --- unit 1.6 ---------------------------------------------------------------------------------
 # Layout oracles: each takes the exercise's plain arguments (tuples of ints, and for
 # read_through_layout a NumPy storage) and returns what torch reports, as Python ints and
