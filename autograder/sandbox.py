@@ -210,7 +210,10 @@ def clean_up(worker_pid):
     for directory in _worker_cgroups(pattern):
         _remove_cgroup(directory)
     for scratch in Path(tempfile.gettempdir()).glob(pattern):
-        remove_tree(scratch)
+        try:
+            remove_tree(scratch)
+        except OSError as exc:  # never a reason to stop grading: say so, and go on
+            warnings.warn(f"autograder sandbox: could not remove {scratch}: {exc}", SandboxWarning, stacklevel=2)
 
 
 def _system_links():

@@ -702,15 +702,12 @@ def test_steering_metadata_earns_nothing(batch):
     assert_batch_unharmed(batch)
 
 
-def test_an_import_hook_is_flagged(batch):
-    """Open until verdicts are computed outside the kernel: the test cells import the hook's fake."""
-    assert "dynamic-lookup" in flag_kinds(batch, "import-hook")
-    assert_batch_unharmed(batch)
-
-
-def test_writing_the_sealed_modules_dict_is_flagged(batch):
-    """Open until verdicts are computed outside the kernel: the checks' globals are a plain dict."""
-    assert "dynamic-lookup" in flag_kinds(batch, "sealed-dict")
+@pytest.mark.parametrize("student", ["import-hook", "sealed-dict", "input-transformer"])
+def test_verdicts_changed_in_the_kernel_by_computed_names_are_flagged(batch, student):
+    """Open until verdicts are computed outside the kernel (docs/grading-security.md): an import
+    hook hands the test cells a fake checks module; the sealed module's __dict__ is written
+    through; an input transformer blanks the test cells. The audit flags each."""
+    assert "dynamic-lookup" in flag_kinds(batch, student)
     assert_batch_unharmed(batch)
 
 
@@ -720,12 +717,6 @@ def test_a_trace_function_earns_nothing_and_is_flagged(batch):
     assert set(SOFTMAX_LOST) <= set(batch.lost("settrace"))
     assert "trace or profile function" in batch.outputs("settrace", "test_softmax")
     assert "dynamic-lookup" in flag_kinds(batch, "settrace")
-    assert_batch_unharmed(batch)
-
-
-def test_an_input_transformer_is_flagged(batch):
-    """Open until verdicts are computed outside the kernel: the transformer blanks the test cells."""
-    assert "dynamic-lookup" in flag_kinds(batch, "input-transformer")
     assert_batch_unharmed(batch)
 
 
@@ -761,6 +752,20 @@ def _runtime(text):
     return '"".join([' + ", ".join(repr(text[i:i + 3]) for i in range(0, len(text), 3)) + "])"
 
 
+def _attempts(label, actions):
+    """Code that tries each action and prints ``LABEL: [ALLOWED or BLOCKED <error>, ...]``."""
+    return f"""
+_results = []
+for _action in [{", ".join("lambda: " + a for a in actions)}]:
+    try:
+        _action()
+        _results.append("ALLOWED")
+    except OSError as exc:
+        _results.append("BLOCKED " + type(exc).__name__)
+print("{label}:", _results)
+"""
+
+
 def worker_attacks(canary):
     """Extra last cells against the worker, its folders and its log (names built at run time)."""
     link = f"""
@@ -783,31 +788,11 @@ os.symlink(os.path.dirname(_canary), _mpl)
 _here = os.getcwd()
 _scratch = os.path.dirname(_here)
 """
-    rename = link + """
-_results = []
-for _action in [lambda: os.rename(_scratch, _scratch + "-moved"),
-                lambda: os.makedirs(os.path.join(_scratch, "work", "decoy")),
-                lambda: os.makedirs(os.path.join(_scratch + "-decoy", "work"))]:
-    try:
-        _action()
-        _results.append("ALLOWED")
-    except OSError as exc:
-        _results.append("BLOCKED " + type(exc).__name__)
-print("RENAME:", _results)
-"""
-    replace = link + """
-_results = []
-for _action in [lambda: os.rename(_scratch, _scratch + "-gone"),
-                lambda: os.symlink("/", _scratch),
-                lambda: os.rename(_here, _here + "-gone"),
-                lambda: os.symlink("/", _here)]:
-    try:
-        _action()
-        _results.append("ALLOWED")
-    except OSError as exc:
-        _results.append("BLOCKED " + type(exc).__name__)
-print("REPLACE:", _results)
-"""
+    rename = link + _attempts("RENAME", ['os.rename(_scratch, _scratch + "-moved")',
+                                         'os.makedirs(os.path.join(_scratch, "work", "decoy"))',
+                                         'os.makedirs(os.path.join(_scratch + "-decoy", "work"))'])
+    replace = link + _attempts("REPLACE", ['os.rename(_scratch, _scratch + "-gone")', 'os.symlink("/", _scratch)',
+                                           'os.rename(_here, _here + "-gone")', 'os.symlink("/", _here)'])
     deep = """
 import os
 _top = os.open(".", os.O_RDONLY)
@@ -838,6 +823,8 @@ for _pid in filter(str.isdigit, os.listdir("/proc")):
     for _fd in _fds:
         _path = os.path.join("/proc", _pid, "fd", _fd)
         try:
+            if not stat.S_ISREG(os.stat(_path).st_mode):  # a pipe or a socket would block
+                continue
             with open(_path, "rb") as _fh:
                 if _needle in _fh.read(1 << 22):
                     _seen.append(_path)
@@ -854,7 +841,7 @@ print("LOG SEEN:", _seen)
     leak = """
 import linecache
 print(In)
-print({name: "".join(entry[2]) for name, entry in linecache.cache.items()})
+print({name: "".join(entry[2]) for name, entry in linecache.cache.items() if "python3" not in name})
 """
     return {"rename": rename, "replace": replace, "deep": deep, "log": log, "leak": leak}
 
