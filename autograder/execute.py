@@ -86,9 +86,10 @@ class ResetCellMetadata(NbGraderPreprocessor):
                 cell.metadata = restored
                 continue
             cell.metadata.pop("execution", None)
-            tags = cell.metadata.pop("tags", [])
-            if isinstance(tags, list):
-                cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and t not in STEERING_TAGS]
+            if "tags" in cell.metadata:
+                tags = cell.metadata.pop("tags")
+                if isinstance(tags, list):
+                    cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and t not in STEERING_TAGS]
         return nb, resources
 
 

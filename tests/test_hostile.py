@@ -173,13 +173,12 @@ SUBMISSIONS = {
 
 def _steered():
     """Every answer raising (the release notebook) but a wrong softmax, and every test cell tagged to
-    be skipped, or allowed to raise, with a cell-level time limit of its own."""
+    be skipped (and allowed to raise)."""
     nb = grading.blank_submission(AID)
     cell(nb, "softmax").source = WRONG_SOFTMAX
     for c in nb.cells:
         if c.metadata.get("nbgrader", {}).get("grade"):
             c.metadata["tags"] = ["skip-execution", "raises-exception"]
-            c.metadata["execution"] = {"timeout": 1}
     return nb
 
 
@@ -528,7 +527,7 @@ SEQUENCE = {
     # leaves everything behind, then looks for it itself (so the probe can see it when it is there)
     "a-litter": lambda: _littered(),
     "b-probe": lambda: edited("logsumexp", PROBE),
-    # kills every process it may signal: its kernel, and the zygote it was forked from
+    # kills every process it may signal (none that matters: the zygote is pid 1 of the sandbox)
     "c-kill-all": lambda: edited("softmax", "import os\nos.kill(-1, 9)"),
     "d-reference": lambda: grading.reference_submission(AID),
 }
@@ -568,10 +567,12 @@ def test_nothing_of_a_submission_reaches_the_next_one_graded_by_the_same_worker(
     assert processes_with(f"{MARK}4") == []
 
 
-def test_killing_the_zygote_fails_only_that_submission(sequence):
-    assert sequence.records["c-kill-all"].status == "failed"
-    assert "kernel died" in sequence.records["c-kill-all"].reason
-    assert sequence.records["d-reference"].status == "graded", sequence.records["d-reference"].reason
+def test_killing_every_process_it_may_signal_spares_the_zygote(sequence):
+    """``os.kill(-1, 9)`` reaches neither the kernel itself (Linux spares the caller) nor the
+    zygote, which is pid 1 of the sandbox's pid namespace (a signal it does not handle, sent from
+    inside, is ignored): the notebook is graded, and so is the next one."""
+    for student in ("c-kill-all", "d-reference"):
+        assert sequence.records[student].status == "graded", sequence.records[student].reason
     assert sequence.lost("d-reference") == []
 
 
@@ -694,8 +695,8 @@ def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bw
 
 # --- issue 8: metadata, the worker's files and log, feedback, verdicts changed in the kernel ----------
 def test_steering_metadata_earns_nothing(batch):
-    """Test cells tagged skip-execution (and raises-exception, with a cell time limit of their own)
-    run anyway: their metadata comes from the source notebook."""
+    """Test cells tagged skip-execution (and raises-exception) run anyway: their metadata comes
+    from the source notebook."""
     assert batch.records["steering-metadata"].status == "graded", batch.records["steering-metadata"].reason
     assert set(batch.score("steering-metadata").values()) == {0}
     assert "CheckFailure" in batch.outputs("steering-metadata", "test_softmax")
