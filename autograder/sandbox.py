@@ -20,9 +20,10 @@ outside the sandbox:
   ``$AUTOGRADER_SANDBOX_USER`` names another unprivileged user);
 * execs bubblewrap (:func:`bwrap_command`): user, pid, network, IPC and UTS namespaces (uid
   65534 inside, mapped to the sandbox user outside, or to the worker's own uid when it is not
-  root), the zygote as pid 1, no capabilities, no network, no new user namespaces, and a read-only file system built from nothing but ``/usr``, a few
-  files of ``/etc``, the Python installation, the venv and the ``autograder`` package (not
-  ``engine_ref/``, nor the rest of the repository), plus a tmpfs ``/tmp`` and three folders of
+  root), the zygote as pid 1, no capabilities, no network, no new user namespaces, and a
+  read-only file system built from nothing but ``/usr``, a few files of ``/etc``, the Python
+  installation, the venv and the ``autograder`` package (not ``engine_ref/``, nor the rest of
+  the repository), plus a tmpfs ``/tmp`` and three folders of
   the worker's scratch folder, the only writable places: ``work/`` (the kernel's working
   directory: a copy of the submission, minus the notebook being graded, which nbgrader fills
   with hidden tests), ``home/`` and ``conn/`` (the kernel's ZeroMQ ``ipc`` sockets). The course
@@ -57,7 +58,7 @@ import warnings
 from functools import cache
 from pathlib import Path
 
-from .zygote import empty, empty_fd, open_dir, remove_tree
+from .zygote import empty_fd, open_dir, remove_tree
 
 BWRAP = "/usr/bin/bwrap"
 KERNEL_NAME = "autograder-sandbox"
@@ -243,8 +244,8 @@ def bwrap_command(writable, workdir, argv, scratch=None):
     (``--as-pid-1``): no bubblewrap process inside holds the descriptors it was started with.
     """
     args = [BWRAP, "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--disable-userns",
-            "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--cap-drop", "ALL",
+            "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr", *_system_links()]
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
@@ -458,7 +459,8 @@ class Sandbox:
             memory_mb, nproc = self.limits
             launcher = [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb)]
             launcher += ["--nproc", str(nproc)] if not self.cgroup_procs else []
-            launcher += ["--user", f"{self.owner[0]}:{self.owner[1]}", "--stage", str(self.scratch / "stage")] if self.owner else []
+            if self.owner:
+                launcher += ["--user", f"{self.owner[0]}:{self.owner[1]}", "--stage", str(self.scratch / "stage")]
             for procs in self.cgroup_procs:
                 launcher += ["--cgroup", procs]
             self.zygote = subprocess.Popen([*launcher, "--", *command], pass_fds=[listener.fileno()],
