@@ -49,6 +49,8 @@ KINDS = {
     "subprocess": "starts a shell or another process",
     "network": "opens a network connection",
     "dynamic-code": "runs code built at run time, which this audit cannot read",
+    "dynamic-lookup": "looks up an attribute or imports a module by a name built at run time, which hides from "
+                      "this audit what is reached (a module's __dict__, sys.settrace, an import hook)",
     # structure, against the source notebook
     "cell-deleted": "an nbgrader cell of the assignment is missing",
     "cell-duplicated": "an nbgrader cell appears more than once",
@@ -110,7 +112,12 @@ MAGICS = {"IPython.run_line_magic", "IPython.run_cell_magic"}
 SHELL_MAGICS = frozenset({"bash", "sh", "script", "system", "sx", "perl", "ruby", "python", "python2",
                           "python3", "pypy", "ls", "cat", "cp", "mv", "rm", "rmdir", "mkdir", "ln"})
 PYTHON_MAGICS = frozenset({"time", "timeit", "prun", "capture", "debug"})
-FRAME_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame"})
+FRAME_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame", "__globals__",
+                         "__closure__"})
+# Callees that reach an attribute or a module by a name given as a string: (argument position, what).
+LOOKUPS = {"builtins.getattr": 1, "builtins.setattr": 1, "builtins.delattr": 1, "builtins.hasattr": 1,
+           "builtins.__import__": 0, "importlib.import_module": 0, "importlib.__import__": 0,
+           "operator.attrgetter": 0, "operator.methodcaller": 0}
 # Parts of the IPython shell through which a cell can change how later cells run or report.
 IPYTHON_HOOKS = frozenset({
     "input_transformers_cleanup", "input_transformers_post", "input_transformer_manager", "ast_transformers",
@@ -463,6 +470,11 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, "import-system", f"calls {func}")
         if method in MUTATORS and owner.endswith(".__dict__") and _protected(owner):
             self.flag(node, "monkeypatch", f"calls {func}")
+        if func in LOOKUPS:
+            position = LOOKUPS[func]
+            name = node.args[position] if len(node.args) > position else None
+            if name is not None and not isinstance(name, ast.Starred) and _const_str(name) is None:
+                self.flag(node, "dynamic-lookup", f"calls {func.removeprefix('builtins.')} with a computed name")
         if func in MAGICS:
             self.magic(node)
         if func.startswith(FILE_CALL_PREFIXES):

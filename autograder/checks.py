@@ -69,10 +69,12 @@ _zeros_like = np.zeros_like
 _empty = np.empty
 _broadcast_shapes = np.broadcast_shapes
 _default_rng = np.random.default_rng
-_np_sum = np.sum
-_np_all = np.all
-_np_any = np.any
-_np_max = np.max
+# Reductions through the ufuncs' own methods: np.all and its kind are Python functions that look
+# np.logical_and (and others) up in numpy's modules at call time, where a notebook can replace it.
+_and_reduce = np.logical_and.reduce
+_or_reduce = np.logical_or.reduce
+_add_reduce = np.add.reduce
+_max_reduce = np.maximum.reduce
 _floating = np.floating
 _integer = np.integer
 _bool_ = np.bool_
@@ -91,6 +93,7 @@ _inf = np.inf
 _no_grad = torch.no_grad
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
+_gettrace = sys.gettrace
 _catch_warnings = warnings.catch_warnings
 _clear_frames = traceback.clear_frames
 _simplefilter = warnings.simplefilter
@@ -108,6 +111,22 @@ FORBIDDEN_MODULES = ("torch", "engine_ref", "autograder", "functorch")
 
 class CheckFailure(AssertionError):
     """A check that failed, with a message written for the student."""
+
+
+def _np_all(a):
+    return _and_reduce(a, axis=None)
+
+
+def _np_any(a):
+    return _or_reduce(a, axis=None)
+
+
+def _np_sum(a):
+    return _add_reduce(a, axis=None)
+
+
+def _np_max(a):
+    return _max_reduce(a, axis=None)
 
 
 # --- cases --------------------------------------------------------------------------------
@@ -200,6 +219,7 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
     Raises CheckFailure when the code raises, when it emits a warning (unless
     ``allow_warnings``), or, with ``numpy_only``, when it calls into torch or ``engine_ref``.
     """
+    _refuse_tracers(task)
     found = []
     previous = _getprofile()
     with _catch_warnings(record=True) as caught, _delegation_reported(task, found):
@@ -224,6 +244,7 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
             # that the next exercises need
             _clear_frames(exc.__traceback__)
             raise CheckFailure(f"[{task}] your code raised {type(exc).__name__}: {exc}") from exc
+    _refuse_tracers(task)  # one that the student's code set while it ran
     if caught and not allow_warnings:
         w = caught[0]
         raise CheckFailure(
@@ -232,6 +253,14 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
             + (" Overflow usually means exp() of a large number: shift by the maximum first."
                if "overflow" in str(w.message) else ""))
     return result
+
+
+def _refuse_tracers(task):
+    """While grading (sealed), no check runs under a trace or profile function that notebook code
+    set: one can rewrite the checks' local variables (a debugger's power)."""
+    if isinstance(oracles, _SealedModule) and (_gettrace() is not None or _getprofile() is not None):
+        raise CheckFailure(f"[{task}] a trace or profile function (sys.settrace, sys.setprofile) is set: "
+                           "the checks do not run under one while grading. Remove it and run the notebook again.")
 
 
 @_contextmanager

@@ -6,13 +6,23 @@ the grading worker. :class:`BoundedExecute` keeps a cell's outputs until they ad
 ``max_output_bytes``; past that it drops them, leaving one notice per stream, so a cell that
 wrote to stderr still shows stderr (nbgrader gives no points to a test cell that does).
 Errors are always kept, cut to the same size, because they decide the grade.
+
+:class:`ResetCellMetadata` runs first: nbgrader restores the text of locked and test cells,
+but not their metadata, and nbclient skips a cell tagged ``skip-execution`` (a test cell that
+never ran has no error, hence full marks). It gives every locked and test cell the metadata of
+the source notebook's cell, and strips the tags that steer execution from every other cell.
 """
+import copy
 import json
 
 import nbformat
+from nbgrader import utils as nbutils
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Integer, Unicode
+
+# Cell tags that nbclient reads to decide whether, and how, a cell runs.
+STEERING_TAGS = frozenset({"skip-execution", "raises-exception"})
 
 
 def _size(content):
@@ -56,6 +66,33 @@ class BoundedExecute(Execute):
         return notice
 
 
-# nbgrader's own autograde pipeline, with this class in place of Execute.
-AUTOGRADE_PREPROCESSORS = [BoundedExecute if p is Execute else p
-                           for p in Autograde.class_traits()["autograde_preprocessors"].default()]
+class ResetCellMetadata(NbGraderPreprocessor):
+    """Every locked and test cell gets its metadata back from the source notebook (nbgrader's
+    ``nbgrader`` entry, which nbgrader itself restored, stays); every other cell loses the tags
+    that steer execution (:data:`STEERING_TAGS`) and any cell-level ``execution`` settings."""
+
+    source_notebook = Unicode("", help="The assignment's source notebook, whose cell metadata is trusted.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        source = nbformat.read(self.source_notebook, as_version=4)
+        trusted = {c.metadata["nbgrader"]["grade_id"]: c.metadata for c in source.cells
+                   if nbutils.is_locked(c) or nbutils.is_grade(c)}
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in trusted:
+                restored = copy.deepcopy(trusted[grade_id])
+                if "nbgrader" in cell.metadata:
+                    restored["nbgrader"] = cell.metadata["nbgrader"]
+                cell.metadata = restored
+                continue
+            cell.metadata.pop("execution", None)
+            if "tags" in cell.metadata:
+                tags = cell.metadata.pop("tags")
+                if isinstance(tags, list):
+                    cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and t not in STEERING_TAGS]
+        return nb, resources
+
+
+# nbgrader's own autograde pipeline, with the metadata reset first and BoundedExecute in place of Execute.
+AUTOGRADE_PREPROCESSORS = [ResetCellMetadata] + [BoundedExecute if p is Execute else p
+                                                 for p in Autograde.class_traits()["autograde_preprocessors"].default()]

@@ -3,14 +3,18 @@
 Plain nbgrader renders the autograded notebook, whose test cells hold the hidden tests again
 (autograde restores every test cell from the gradebook), and whose tracebacks quote hidden lines.
 Here GenerateFeedback runs with one more preprocessor, :class:`HideHiddenTests`, registered
-through nbgrader's own config (``GenerateFeedback.preprocessors``). In every test cell:
+through nbgrader's own config (``GenerateFeedback.preprocessors``). The page holds the cells'
+text and the check messages, never what the student's code printed while it was graded (an
+extra cell that prints ``In`` or ``linecache`` would print the hidden tests):
 
-* nbgrader's :class:`~nbgrader.preprocessors.ClearHiddenTests` removes the region between
-  ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``, and a comment says where it was;
-* an error output keeps only the exception type and its message (a ``CheckFailure`` message is
-  written for students: which case failed, where, and the likely mistake);
-* a stream output loses the lines that quote a hidden line (Python's warnings print the line
-  that raised them).
+* every cell that is not a test cell loses all its outputs;
+* in a test cell, nbgrader's :class:`~nbgrader.preprocessors.ClearHiddenTests` removes the
+  region between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``, and a comment says
+  where it was;
+* a test cell keeps only its errors, each as the exception type and its message (a
+  ``CheckFailure`` message is written for students: which case failed, where, and the likely
+  mistake), minus the lines that quote a hidden line; what it printed is dropped (the checks
+  print nothing; anything printed there came from the student's code).
 
 A student whose submission could not be graded (the caller gives the reason) gets a page in the
 same place, ``feedback/<student>/<assignment>/<notebook>.html``, that states the reason and the
@@ -33,27 +37,33 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class HideHiddenTests(ClearHiddenTests):
-    """Removes each test cell's hidden tests, cuts its errors to type and message, and drops the
-    output lines that quote a hidden line."""
+    """Removes each test cell's hidden tests, keeps only its errors (type and message, minus the
+    lines that quote a hidden line), and drops the outputs of every other cell."""
 
     placeholder = Unicode(
         "# (hidden tests ran here: they are not shown, but the message of a failing one is)",
         help="The line left in a test cell where its hidden tests were.").tag(config=True)
 
     def preprocess_cell(self, cell, resources, cell_index):
-        """Clear one cell; only test cells are touched (their text comes from the gradebook)."""
-        if cell.cell_type != "code" or not nbutils.is_grade(cell) or nbutils.is_solution(cell):
+        """Clear one cell (a test cell's text comes from the gradebook; other cells are the student's)."""
+        if cell.cell_type != "code":
+            return cell, resources
+        if not nbutils.is_grade(cell) or nbutils.is_solution(cell):
+            cell.outputs = []
             return cell, resources
         before = cell.source.split("\n")
         if self._remove_hidden_test_region(cell):
             cell.source = "\n".join(filter(None, [cell.source.rstrip("\n"), self.placeholder]))
         hidden = {line.strip() for line in set(before) - set(cell.source.split("\n"))} - {""}
-        for output in cell.outputs:
-            if output.output_type == "error":
-                output.traceback = [f"{output.ename}: {output.evalue}" if output.evalue else output.ename]
-            elif output.output_type == "stream" and hidden:
-                lines = output.text.splitlines(keepends=True)
-                output.text = "".join(line for line in lines if ANSI.sub("", line).strip() not in hidden)
+
+        def shown(text):
+            return "\n".join(line for line in text.split("\n") if ANSI.sub("", line).strip() not in hidden)
+
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        for output in errors:
+            output.evalue = shown(output.evalue)
+            output.traceback = [f"{output.ename}: {output.evalue}" if output.evalue else output.ename]
+        cell.outputs = errors
         return cell, resources
 
 

@@ -16,11 +16,14 @@ outside the sandbox:
 * sets rlimits: an address space of ``memory_mb`` per process (a big allocation raises
   ``MemoryError`` in the cell instead of waking the OOM killer), no file larger than that, no
   core dumps, and ``RLIMIT_NPROC`` where there is no cgroup;
+* when the worker is root, becomes the sandbox user (:func:`sandbox_user`, ``nobody`` unless
+  ``$AUTOGRADER_SANDBOX_USER`` names another unprivileged user);
 * execs bubblewrap (:func:`bwrap_command`): user, pid, network, IPC and UTS namespaces (uid
-  65534 inside, mapped to the worker's own uid outside), no capabilities, no network, no
-  new user namespaces, and a read-only file system built from nothing but ``/usr``, a few
-  files of ``/etc``, the Python installation, the venv and the ``autograder`` package (not
-  ``engine_ref/``, nor the rest of the repository), plus a tmpfs ``/tmp`` and three folders of
+  65534 inside, mapped to the sandbox user outside, or to the worker's own uid when it is not
+  root), the zygote as pid 1, no capabilities, no network, no new user namespaces, and a
+  read-only file system built from nothing but ``/usr``, a few files of ``/etc``, the Python
+  installation, the venv and the ``autograder`` package (not ``engine_ref/``, nor the rest of
+  the repository), plus a tmpfs ``/tmp`` and three folders of
   the worker's scratch folder, the only writable places: ``work/`` (the kernel's working
   directory: a copy of the submission, minus the notebook being graded, which nbgrader fills
   with hidden tests), ``home/`` and ``conn/`` (the kernel's ZeroMQ ``ipc`` sockets). The course
@@ -37,13 +40,16 @@ Where bubblewrap is missing or cannot create namespaces, the zygote runs unconfi
 rlimits alone; :func:`preflight`, at the start of each ``autograder grade`` run, warns loudly.
 docs/grading-security.md is the threat model.
 """
+import ctypes
 import errno
 import json
 import os
+import pwd
 import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -51,6 +57,8 @@ import time
 import warnings
 from functools import cache
 from pathlib import Path
+
+from .zygote import empty_fd, open_dir, remove_tree
 
 BWRAP = "/usr/bin/bwrap"
 KERNEL_NAME = "autograder-sandbox"
@@ -66,10 +74,13 @@ NOBODY = "65534"
 # sealed before any notebook code runs (see autograder.checks.seal).
 # The kernelspec's command, run by jupyter_client outside the sandbox: ask the zygote for a
 # kernel (argv: socket, connection file, working directory) and exit with it.
+# It sends what the connection file holds: a sandbox user cannot read the worker's file.
 PROXY = ("import json, socket, sys\n"
          "s = socket.socket(socket.AF_UNIX)\n"
          "s.connect(sys.argv[1])\n"
-         "s.sendall(json.dumps({'op': 'kernel', 'connection_file': sys.argv[2], 'cwd': sys.argv[3]}).encode() + b'\\n')\n"
+         "info = json.load(open(sys.argv[2]))\n"
+         "s.sendall(json.dumps({'op': 'kernel', 'connection_file': sys.argv[2], 'connection': info,\n"
+         "                      'cwd': sys.argv[3]}).encode() + b'\\n')\n"
          "answer = s.makefile('rb').readline()\n"
          "sys.exit(json.loads(answer)['exit'] if answer else 1)\n")
 # The zygote's folders in the worker's scratch folder, all writable inside the sandbox.
@@ -77,6 +88,12 @@ JOB_DIRS = ("conn", "work", "home")
 ZYGOTE_START_SECONDS = 300.0
 MB = 1 << 20
 PREFIX = "agbox"  # scratch folders and cgroups: agbox-<worker pid>-<random>
+# Who the sandbox runs as when the worker is root: a real unprivileged user of this machine.
+USER_VARIABLE = "AUTOGRADER_SANDBOX_USER"
+DEFAULT_USER = "nobody"
+# bwrap options that bind a host path
+BIND_OPTIONS = ("--bind", "--ro-bind", "--ro-bind-try")
+CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
 
 
 class SandboxWarning(UserWarning):
@@ -85,13 +102,31 @@ class SandboxWarning(UserWarning):
 
 # --- what this machine offers ----------------------------------------------------------
 @cache
+def sandbox_user():
+    """``(uid, gid)`` the sandbox runs as when the worker is root, else None (the worker's own).
+
+    The user named by ``$AUTOGRADER_SANDBOX_USER`` (default ``nobody``); a dedicated system user
+    (``useradd --system --no-create-home autograder-sandbox``) shares its uid with nothing else.
+    """
+    if os.geteuid() != 0:
+        return None
+    entry = pwd.getpwnam(os.environ.get(USER_VARIABLE) or DEFAULT_USER)
+    if entry.pw_uid == 0:
+        raise RuntimeError(f"${USER_VARIABLE} names a root user ({entry.pw_name}): the sandbox must run unprivileged")
+    return entry.pw_uid, entry.pw_gid
+
+
+@cache
 def bwrap_works():
-    """True when bubblewrap is installed and can build the namespaces the sandbox uses."""
+    """True when bubblewrap is installed and can build the namespaces the sandbox uses (as the
+    sandbox user, when the worker is root)."""
     if not os.access(BWRAP, os.X_OK):
         return False
-    probe = [BWRAP, "--unshare-user", "--unshare-pid", "--unshare-net", "--disable-userns",
+    probe = [BWRAP, "--unshare-user", "--unshare-pid", "--as-pid-1", "--unshare-net", "--disable-userns",
              "--ro-bind", "/usr", "/usr", *_system_links(), "/usr/bin/true"]
-    return subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
+    user = sandbox_user()
+    drop = dict(user=user[0], group=user[1], extra_groups=[]) if user else {}
+    return subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, **drop).returncode == 0
 
 
 def _own_cgroup(controller):
@@ -176,7 +211,10 @@ def clean_up(worker_pid):
     for directory in _worker_cgroups(pattern):
         _remove_cgroup(directory)
     for scratch in Path(tempfile.gettempdir()).glob(pattern):
-        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            remove_tree(scratch)
+        except OSError as exc:  # never a reason to stop grading: say so, and go on
+            warnings.warn(f"autograder sandbox: could not remove {scratch}: {exc}", SandboxWarning, stacklevel=2)
 
 
 def _system_links():
@@ -198,11 +236,16 @@ def _python_dirs():
     return sorted(str(d) for d in dirs)
 
 
-def bwrap_command(writable, workdir, argv):
-    """The bubblewrap command line that runs ``argv`` in ``workdir`` with only ``writable`` folders writable."""
+def bwrap_command(writable, workdir, argv, scratch=None):
+    """The bubblewrap command line that runs ``argv`` in ``workdir`` with only ``writable`` folders writable.
+
+    ``scratch``, the folder that holds the ``writable`` ones, becomes a read-only tmpfs inside, so
+    that no job can rename or replace the paths that lead to its folders. ``argv`` runs as pid 1
+    (``--as-pid-1``): no bubblewrap process inside holds the descriptors it was started with.
+    """
     args = [BWRAP, "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--disable-userns",
-            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--cap-drop", "ALL",
+            "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--cap-drop", "ALL",
             "--ro-bind", "/usr", "/usr", *_system_links()]
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
@@ -211,20 +254,88 @@ def bwrap_command(writable, workdir, argv):
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for directory in _python_dirs():
         args += ["--ro-bind", directory, directory]
+    args += ["--tmpfs", str(scratch)] if scratch else []
     for directory in writable:
         args += ["--bind", str(directory), str(directory)]
+    args += ["--remount-ro", str(scratch)] if scratch else []
     # the folders made to hold the binds (the scratch folder's, the course's, /root) stay empty
     return args + ["--chdir", str(workdir), "--remount-ro", "/", "--", *argv]
 
 
-def _font_lists():
-    """matplotlib's font list from this user's cache, when built: building it costs a notebook 0.2 s."""
-    cache = os.environ.get("MPLCONFIGDIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
-    return sorted(Path(cache).glob("fontlist-v*.json"))
+def _font_cache():
+    """matplotlib's cache folder of this user, whose font list (when built) saves a notebook 0.2 s."""
+    return os.environ.get("MPLCONFIGDIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
 
 
-def _no_symlinks(directory, names):
-    return [n for n in names if os.path.islink(os.path.join(directory, n))]
+# --- a job's files: written by the worker, never through a link -----------------------------
+def _create(name, dir_fd, owner):
+    """A new file ``name`` in ``dir_fd``, opened for writing: never an existing file, never a link."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    if owner:
+        os.fchown(fd, *owner)
+    return fd
+
+
+def _make_dir(name, dir_fd, owner):
+    """The directory ``name`` in ``dir_fd``, made if missing (whatever else had that name goes), opened."""
+    try:
+        return open_dir(name, dir_fd)
+    except FileNotFoundError:
+        pass
+    except OSError:  # a file or a link where a folder should be
+        _remove_entry(name, dir_fd)
+    os.mkdir(name, 0o700, dir_fd=dir_fd)
+    fd = open_dir(name, dir_fd)
+    if owner:
+        os.fchown(fd, *owner)
+    return fd
+
+
+def _remove_entry(name, dir_fd):
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except IsADirectoryError:
+        fd = open_dir(name, dir_fd)
+        try:
+            empty_fd(fd)
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def copy_into(source, dir_fd, owner=None, skip=lambda name: False):
+    """Copy the folder ``source`` into the folder open as ``dir_fd``, over what is there.
+
+    Nothing is followed: links in ``source`` are skipped, and on the other side every name is
+    opened relative to its parent's descriptor with ``O_NOFOLLOW``, every file created anew
+    (``O_EXCL``, after removing what had its name) and, when ``owner`` is given, given to it.
+    ``skip(name)`` leaves out top-level names. Iterative, so a deep tree cannot exhaust the stack.
+    """
+    stack = [(os.scandir(source), os.dup(dir_fd))]
+    try:
+        while stack:
+            entries, dst = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                entries.close()
+                os.close(dst)
+                stack.pop()
+            elif entry.is_symlink() or (len(stack) == 1 and skip(entry.name)):
+                continue
+            elif entry.is_dir(follow_symlinks=False):
+                sub = _make_dir(entry.name, dst, owner)
+                stack.append((os.scandir(entry.path), sub))
+            elif entry.is_file(follow_symlinks=False):
+                _remove_entry(entry.name, dst)
+                with open(os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as fin, \
+                        open(_create(entry.name, dst, owner), "wb") as fout:
+                    shutil.copyfileobj(fin, fout)
+    finally:
+        for entries, dst in stack:
+            entries.close()
+            os.close(dst)
 
 
 class Sandbox:
@@ -234,15 +345,27 @@ class Sandbox:
     ``ipc`` socket paths must stay under 108 bytes), the cgroups and the kernelspec, and sets
     ``JUPYTER_PATH`` in this process's environment so that jupyter finds the kernelspec; the
     zygote starts with the first job. The block's end stops the zygote and removes all that.
+
+    The job folders (``conn/``, ``work/``, ``home/``) belong to the sandbox user; the scratch
+    folder, ``ctl/`` (the zygote's socket and log) and ``kernels/`` to the worker. The worker
+    writes into a job folder only after checking that it is still the folder it made (same
+    inode, same owner) and empty, and only through descriptors, never following a link.
     """
 
     def __init__(self, memory_mb, nproc):
         self.limits = (memory_mb, nproc)
+        self.owner = sandbox_user() if bwrap_works() else None
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-"))
         self.dirs = {name: self.scratch / name for name in JOB_DIRS}
-        for directory in [*self.dirs.values(), self.scratch / "ctl"]:
-            directory.mkdir()
+        for directory in [*self.dirs.values(), self.scratch / "ctl", self.scratch / "stage"]:
+            directory.mkdir(mode=0o700)
+        if self.owner:
+            self.scratch.chmod(0o711)  # the sandbox user may pass through to its folders, not list them
+            for directory in self.dirs.values():
+                os.chown(directory, *self.owner, follow_symlinks=False)
+        self.identity = {name: self._identity(os.lstat(d)) for name, d in self.dirs.items()}
         self.socket = self.scratch / "ctl" / "zygote.sock"  # outside the sandbox: not bound into it
+        self.log = self.scratch / "ctl" / "zygote.log"  # the zygote's output: never the worker's own log
         self.cgroup_procs = _make_cgroups(self.scratch.name, nproc, memory_mb) if cgroups_work() else []
         spec_dir = self.scratch / "kernels" / KERNEL_NAME
         spec_dir.mkdir(parents=True)
@@ -261,6 +384,37 @@ class Sandbox:
     def __exit__(self, *exc):
         self.close()
 
+    def _identity(self, st):
+        return st.st_dev, st.st_ino, st.st_uid, stat.S_IFMT(st.st_mode)
+
+    def _open_job_dir(self, name):
+        """A job folder, opened only if it is still the one this sandbox made; else RuntimeError."""
+        scratch = open_dir(self.scratch)
+        try:
+            fd = open_dir(name, scratch)
+        except OSError as exc:
+            raise RuntimeError(f"the sandbox's folder {name}/ was replaced ({exc.strerror})") from None
+        finally:
+            os.close(scratch)
+        if self._identity(os.fstat(fd)) != self.identity[name]:
+            os.close(fd)
+            raise RuntimeError(f"the sandbox's folder {name}/ is not the one it made")
+        return fd
+
+    def _pristine(self):
+        """True when each job folder is the one this sandbox made, and ``conn/`` and ``work/`` are empty."""
+        try:
+            for name in JOB_DIRS:
+                fd = self._open_job_dir(name)
+                try:
+                    if name != "home" and os.listdir(fd):
+                        return False
+                finally:
+                    os.close(fd)
+        except RuntimeError:
+            return False
+        return True
+
     def _environment(self):
         home = self.dirs["home"]
         env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "TMPDIR": "/tmp",
@@ -272,34 +426,46 @@ class Sandbox:
     def _home(self, fonts=False):
         """The kernel's home: matplotlib's folder, with this user's font list for a starting zygote
         (which loads it once; the kernels it forks have it in memory)."""
-        (self.dirs["home"] / "matplotlib").mkdir(parents=True, exist_ok=True)
-        for font_list in _font_lists() if fonts else ():
-            shutil.copy(font_list, self.dirs["home"] / "matplotlib")
+        home = self._open_job_dir("home")
+        try:
+            mpl = _make_dir("matplotlib", home, self.owner)
+            try:
+                if fonts and os.path.isdir(_font_cache()):
+                    copy_into(_font_cache(), mpl, self.owner, skip=lambda name: not name.startswith("fontlist-v"))
+            finally:
+                os.close(mpl)
+        finally:
+            os.close(home)
 
     def _start(self):
-        from .zygote import empty
-
         self._stop()
-        for directory in self.dirs.values():  # what a zygote that died in its clean-up left
-            empty(directory)
+        for name in JOB_DIRS:  # what a zygote that died in its clean-up left
+            fd = self._open_job_dir(name)
+            try:
+                empty_fd(fd)
+            finally:
+                os.close(fd)
         self._home(fonts=True)
         self.socket.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX)
-        with listener:
+        with listener, open(self.log, "wb") as log:  # a fresh log for each zygote
             listener.bind(str(self.socket))
             listener.listen()
             private = bwrap_works()
             zygote = [sys.executable, "-P", "-m", "autograder.zygote", str(listener.fileno()),
                       *(["--private"] if private else []), *map(str, self.dirs.values())]
-            command = bwrap_command(self.dirs.values(), self.dirs["work"], zygote) if private else zygote
+            command = (bwrap_command(self.dirs.values(), self.dirs["work"], zygote, scratch=self.scratch)
+                       if private else zygote)
             memory_mb, nproc = self.limits
             launcher = [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb)]
             launcher += ["--nproc", str(nproc)] if not self.cgroup_procs else []
+            if self.owner:
+                launcher += ["--user", f"{self.owner[0]}:{self.owner[1]}", "--stage", str(self.scratch / "stage")]
             for procs in self.cgroup_procs:
                 launcher += ["--cgroup", procs]
             self.zygote = subprocess.Popen([*launcher, "--", *command], pass_fds=[listener.fileno()],
-                                           stdin=subprocess.DEVNULL, env=self._environment(),
-                                           cwd=self.dirs["work"])
+                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                           env=self._environment(), cwd=self.dirs["work"])
 
     def _stop(self):
         if self.zygote is not None:
@@ -314,7 +480,8 @@ class Sandbox:
                     pass
 
     def _sync(self, timeout):
-        """True when the zygote answers that it is loaded and the last job left nothing behind."""
+        """True when the zygote answers that it is loaded, the last job left nothing behind, and
+        its folders are where they were."""
         try:
             with socket.socket(socket.AF_UNIX) as conn:
                 conn.settimeout(timeout)
@@ -325,11 +492,15 @@ class Sandbox:
             return False
 
     def ready(self):
-        """Wait until the zygote is ready for the next job, starting it (again) when it is not running."""
-        if self.zygote is None or self.zygote.poll() is not None or not self._sync(ZYGOTE_START_SECONDS):
+        """Wait until the zygote is ready for the next job, starting it (again) when it is not
+        running, or when the last job left anything in the folders the worker writes to."""
+        if (self.zygote is None or self.zygote.poll() is not None or not self._sync(ZYGOTE_START_SECONDS)
+                or not self._pristine()):
             self._start()
-            if not self._sync(ZYGOTE_START_SECONDS):
+            if not self._sync(ZYGOTE_START_SECONDS) or not self._pristine():
                 self._stop()
+                tail = self.log.read_bytes()[-4000:].decode(errors="replace") if self.log.exists() else ""
+                sys.stderr.write(f"the sandbox's kernel factory did not start; its output:\n{tail}\n")
                 raise RuntimeError("the grading sandbox could not start its kernel factory (see the worker log)")
         self._home()
 
@@ -339,7 +510,10 @@ class Sandbox:
         The files are the student's submitted files, then the assignment's own non-notebook files
         over them, as nbgrader copies them; but not the notebook being graded (nbgrader's copy
         has the hidden tests), and no symbolic links (a link to the gradebook must not be followed).
-        Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.execute.BoundedExecute`),
+        They are written with :func:`copy_into` into the ``work/`` folder that :meth:`ready` found
+        empty and unchanged.
+        Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.execute.ResetCellMetadata` and
+        :class:`autograder.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook``,
         ``Execute.kernel_name`` and ``.shutdown_kernel``, and ``KernelManager.transport``,
         ``.connection_file`` and ``.ip``.
         """
@@ -347,12 +521,15 @@ class Sandbox:
 
         self.ready()
         root, notebook = Path(job["course_root"]), f"{job['notebook']}.ipynb"
-        work = self.dirs["work"]
-        shutil.copytree(root / "submitted" / job["student"] / job["assignment"], work, dirs_exist_ok=True,
-                        ignore=lambda d, names: _no_symlinks(d, names) + [n for n in names if n == notebook])
-        shutil.copytree(root / "source" / job["assignment"], work, dirs_exist_ok=True,
-                        ignore=lambda d, names: _no_symlinks(d, names) + [n for n in names if n.endswith(".ipynb")])
+        work = self._open_job_dir("work")
+        try:
+            copy_into(root / "submitted" / job["student"] / job["assignment"], work, self.owner,
+                      skip=lambda name: name == notebook)
+            copy_into(root / "source" / job["assignment"], work, self.owner, skip=lambda name: name.endswith(".ipynb"))
+        finally:
+            os.close(work)
         config.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
+        config.ResetCellMetadata.source_notebook = str(root / "source" / job["assignment"] / notebook)
         config.Execute.kernel_name = KERNEL_NAME
         config.Execute.shutdown_kernel = "immediate"  # the zygote stops what is left of the kernel
         config.KernelManager.transport = "ipc"
@@ -372,15 +549,60 @@ class Sandbox:
             os.environ["JUPYTER_PATH"] = self._previous_path
         for procs in self.cgroup_procs:
             _remove_cgroup(Path(procs).parent)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        remove_tree(self.scratch)
 
 
 # --- the launcher: python -m autograder.sandbox [limits] -- command ------------------------
+def _reachable(path, uid, gid):
+    """True when ``uid:gid`` (without other groups) may pass through every folder that leads to ``path``."""
+    for folder in [*reversed(Path(path).parents), Path(path)]:
+        st = os.stat(folder)
+        if not stat.S_ISDIR(st.st_mode):
+            continue
+        bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
+def _mount(source, target, fstype, flags, data=None):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(*(None if v is None else os.fsencode(v) for v in (source, target, fstype)), flags,
+                  None if data is None else data.encode()) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {source} on {target} failed")
+
+
+def _stage_unreachable(command, stage, user):
+    """``command`` (a bwrap command line), with each bind source that ``user`` cannot reach (a Python
+    installation under ``/root``) bound first, in this process's own mount namespace (so as root,
+    before the launcher drops its rights), on a folder of ``stage`` that it can reach."""
+    end = command.index("--")  # bwrap's own: what follows is the program it runs
+    out, i, staged = list(command), 0, 0
+    while i < end:
+        if command[i] in BIND_OPTIONS and os.path.isdir(command[i + 1]) and not _reachable(command[i + 1], *user):
+            if not staged:
+                libc = ctypes.CDLL(None, use_errno=True)
+                if libc.unshare(CLONE_NEWNS) != 0:
+                    raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+                _mount(None, "/", None, MS_REC | MS_PRIVATE)
+                _mount("tmpfs", stage, "tmpfs", 0, "mode=0755,size=64k")
+            target = os.path.join(stage, str(staged))
+            os.mkdir(target, 0o755)
+            _mount(command[i + 1], target, None, MS_BIND | MS_REC)
+            out[i + 1] = target
+            staged += 1
+        i += 1
+    return out
+
+
 def launch(argv):
-    """Join the sandbox's cgroups, set the rlimits, and exec ``command`` (runs before the sandbox)."""
+    """Join the sandbox's cgroups, set the rlimits, become the sandbox user (``--user UID:GID``,
+    when the worker is root; bind sources it cannot reach are staged on ``--stage DIR`` first),
+    and exec ``command`` (runs before the sandbox)."""
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1:]
     limits = {resource.RLIMIT_CORE: 0}
+    user = stage = None
     for flag, value in zip(options[::2], options[1::2]):
         if flag == "--cgroup":
             Path(value).write_text(str(os.getpid()))
@@ -388,8 +610,18 @@ def launch(argv):
             limits[resource.RLIMIT_AS] = limits[resource.RLIMIT_FSIZE] = int(value) * MB
         elif flag == "--nproc":
             limits[resource.RLIMIT_NPROC] = int(value)
+        elif flag == "--user":
+            user = tuple(int(v) for v in value.split(":"))
+        elif flag == "--stage":
+            stage = value
     for kind, value in limits.items():
         resource.setrlimit(kind, (value, value))
+    if user:
+        if command[0] == BWRAP and stage:
+            command = _stage_unreachable(command, stage, user)
+        os.setgroups([])
+        os.setgid(user[1])
+        os.setuid(user[0])
     os.execv(command[0], command)
 
 

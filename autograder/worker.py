@@ -97,8 +97,8 @@ def grade_one(job):
         config.Execute.timeout = job["cell_timeout"]
         try:
             _sandbox_for(job).prepare(config, job)
-        except RuntimeError as exc:
-            reason = str(exc)
+        except (RuntimeError, OSError) as exc:
+            reason = f"the grading sandbox could not take this submission: {exc}" if isinstance(exc, OSError) else str(exc)
         else:
             api = nbgrader_api(root, job["db_url"], config=config)
             result = api.autograde(job["assignment"], job["student"], force=True, create=True)

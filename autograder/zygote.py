@@ -10,26 +10,30 @@ kernel it forks runs there too, under the same limits.
 sandbox; nothing inside can reach it, and a forked kernel closes it before any notebook code
 runs. Each connection carries one JSON line and is served to the end before the next:
 
-* ``{"op": "kernel", "connection_file": PATH, "cwd": DIR}``: fork a kernel (the connection is
-  the kernel's lifeline: the answer ``{"exit": CODE}`` comes when the kernel exits, and closing
-  the connection kills the kernel);
-* ``{"op": "sync"}``: the answer ``{"ready": true}`` means the zygote is loaded and nothing of
-  any earlier kernel is left.
+* ``{"op": "kernel", "connection_file": PATH, "connection": {...}, "cwd": DIR}``: fork a kernel,
+  which writes the connection info next to ``PATH`` as :data:`KERNEL_FILE` and runs in ``DIR``
+  (the connection is the kernel's lifeline: the answer ``{"exit": CODE}`` comes when the
+  kernel exits, and closing the connection kills the kernel);
+* ``{"op": "sync"}``: the answer ``{"ready": true}`` means the zygote is loaded, nothing of any
+  earlier kernel is left, and each ``DIR`` path still leads to the folder the zygote opened at
+  its start (``false`` when a job renamed or replaced one: the worker then starts a new sandbox).
 
 **Nothing carries over from one notebook to the next.** When a kernel's connection ends, the
 zygote (a child subreaper, so that no process of the job can leave its family) kills the
-kernel and every process it started, then empties each ``DIR`` (the job's folders). With
-``--private`` (inside the sandbox's own namespaces) it also empties ``/tmp`` and ``/dev/shm`` and
-removes every System V IPC object. The zygote is not dumpable: a kernel, though it runs as the
-same user, can neither trace it nor read or write its memory.
+kernel and every process it started, then empties each ``DIR`` (the job's folders) through the
+descriptor it opened at its start, without recursion (a tree of any depth) and without following
+a link. With ``--private`` (inside the sandbox's own namespaces) it also empties ``/tmp`` and
+``/dev/shm`` and removes every System V IPC object. The zygote is not dumpable: a kernel, though
+it runs as the same user, can neither trace it nor read or write its memory. A kernel starts
+with ``/dev/null`` as its standard streams and no other inherited descriptor.
 """
 import ctypes
+import errno
 import gc
 import json
 import os
 import re
 import selectors
-import shutil
 import signal
 import socket
 import stat
@@ -42,6 +46,7 @@ PRIVATE_DIRS = ("/tmp", "/dev/shm")
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 IPC_RMID = 0
 CLEAN_UP_SECONDS = 10.0
+KERNEL_FILE = "kernel-sandbox.json"  # the kernel's own connection file, in the worker's connection folder
 
 
 def preload():
@@ -68,7 +73,7 @@ def _prctl(option, value):
 
 
 # --- one kernel --------------------------------------------------------------------------------
-def _kernel(request, zygote):
+def _kernel(request, zygote, dirs):
     """In the forked child: become the kernel the request asks for (never returns)."""
     code = 1
     try:
@@ -78,10 +83,24 @@ def _kernel(request, zygote):
         _prctl(PR_SET_DUMPABLE, 1)  # an ordinary process again: only the zygote stays out of reach
         os.setsid()
         Path("/proc/self/oom_score_adj").write_text("1000")  # the memory limit takes the kernel, not the zygote
-        os.chdir(request["cwd"])
-        sys.argv = ["ipykernel", "-f", request["connection_file"], "--HistoryManager.enabled=False"]
+        os.fchdir(dirs[request["cwd"]])
+        # the connection file the worker wrote may not be readable here (it is the worker's, mode
+        # 0600): the kernel writes its own copy, from what the worker's proxy read, next to it
+        folder = os.path.dirname(request["connection_file"])
+        fd = os.open(KERNEL_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=dirs[folder])
+        with os.fdopen(fd, "w") as fh:
+            json.dump(request["connection"], fh)
+        sys.argv = ["ipykernel", "-f", os.path.join(folder, KERNEL_FILE), "--HistoryManager.enabled=False"]
         from ipykernel import kernelapp
 
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the kernel inherits no descriptor beyond its own: not the zygote's log, not its folders
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         kernelapp.launch_new_instance()
         code = 0
     except SystemExit as exc:
@@ -94,7 +113,7 @@ def _kernel(request, zygote):
         os._exit(code)
 
 
-def serve_kernel(listener, conn, request):
+def serve_kernel(listener, conn, request, dirs):
     """Fork the kernel, and answer when it exits; kill it when the connection ends first."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -103,7 +122,7 @@ def serve_kernel(listener, conn, request):
     if pid == 0:
         listener.close()
         conn.close()
-        _kernel(request, zygote)
+        _kernel(request, zygote, dirs)
     pidfd = os.pidfd_open(pid)
     with selectors.DefaultSelector() as sel:
         sel.register(conn, selectors.EVENT_READ)
@@ -148,17 +167,61 @@ def kill_descendants():
             raise RuntimeError(f"processes of the last job survive: {kids}")
 
 
-def _writable(function, path, exc_info):
-    """rmtree's error handler: a folder the job made unreadable or read-only is opened up again."""
-    if not isinstance(exc_info[1], PermissionError):
-        raise exc_info[1]
-    parent = os.path.dirname(path)
-    os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.chmod(path, stat.S_IRWXU)
-        shutil.rmtree(path, onerror=_writable)
-    else:
-        function(path)
+# --- removing what a job left, at any depth and with any permissions --------------------------------
+def open_dir(name, dir_fd=None):
+    """A directory, opened without following a link in its last component."""
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+
+
+def _open_up(name, dir_fd):
+    """Give the owner every right on the directory ``name`` (never through a link)."""
+    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IRWXU)
+    finally:
+        os.close(fd)
+
+
+def empty_fd(top, keep=frozenset()):
+    """Remove everything in the directory open as ``top``, except the names in ``keep``.
+
+    No recursion and no link followed: each subdirectory's own subdirectories are moved up into
+    ``top`` (renamed, never copied) before it is removed, so a tree of any depth costs one pass
+    over its entries and a handful of descriptors. Every directory is opened up (``u+rwx``)
+    first, whatever mode the job left on it.
+    """
+    serial = 0
+    while True:
+        with os.scandir(top) as it:
+            entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it if e.name not in keep]
+        if not entries:
+            return
+        for name, is_dir in entries:
+            if not is_dir:
+                os.unlink(name, dir_fd=top)
+                continue
+            _open_up(name, top)
+            sub = open_dir(name, top)
+            try:
+                with os.scandir(sub) as it:
+                    children = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                for child, child_is_dir in children:
+                    if not child_is_dir:
+                        os.unlink(child, dir_fd=sub)
+                        continue
+                    _open_up(child, sub)  # a directory that moves needs its own write right ('..')
+                    while True:
+                        serial += 1
+                        try:
+                            os.rename(child, f".agbox-rm-{serial}", src_dir_fd=sub, dst_dir_fd=top)
+                            break
+                        except OSError as exc:  # the name is taken: take another
+                            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                                raise
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=top)
 
 
 def _mount_points():
@@ -170,16 +233,37 @@ def _mount_points():
 
 def empty(directory, keep=frozenset()):
     """Remove everything in ``directory``, whatever the job did to its permissions, except the
-    mount points in ``keep`` and the folders that lead to them."""
-    for entry in os.scandir(directory):
-        if entry.path in keep:
-            continue
-        if any(m.startswith(entry.path + "/") for m in keep):
-            empty(entry.path, keep)
-        elif entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, onerror=_writable)
-        else:
-            os.unlink(entry.path)
+    mount points in ``keep`` and the folders that lead to them (whose other contents go too)."""
+    fd = open_dir(directory)
+    try:
+        try:
+            os.fchmod(fd, stat.S_IRWXU | (os.fstat(fd).st_mode & 0o7777))
+        except PermissionError:  # not ours (root's on the host): no need
+            pass
+        kept = set()
+        for name in os.listdir(fd):
+            path = os.path.join(directory, name)
+            if path in keep:
+                kept.add(name)
+            elif any(m.startswith(path + "/") for m in keep):
+                kept.add(name)
+                empty(path, keep)  # as deep as the path to a mount point, no deeper
+        empty_fd(fd, frozenset(kept))
+    finally:
+        os.close(fd)
+
+
+def remove_tree(path):
+    """Remove ``path`` and everything under it (any depth, any permissions, links not followed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return
+    empty(path)
+    os.rmdir(path)
 
 
 def remove_ipc():
@@ -193,13 +277,33 @@ def remove_ipc():
 
 
 def clean(dirs, private):
-    """After a job: no process, file or IPC object of it is left."""
+    """After a job: no process, file or IPC object of it is left.
+
+    ``dirs`` maps each job folder's path to a descriptor the zygote opened at its start: the
+    folders are emptied through those, so a job that renamed or replaced a path (inside the
+    sandbox) cannot point the clean-up elsewhere; :func:`intact` then tells the worker.
+    """
     kill_descendants()
-    keep = _mount_points()
-    for directory in dirs + (list(PRIVATE_DIRS) if private else []):
-        empty(directory, keep)
+    for fd in dirs.values():
+        os.fchmod(fd, stat.S_IRWXU)
+        empty_fd(fd)
     if private:
+        keep = _mount_points()
+        for directory in PRIVATE_DIRS:
+            empty(directory, keep)
         remove_ipc()
+
+
+def intact(dirs):
+    """True when every job folder's path still leads to the folder the zygote opened at its start."""
+    for path, fd in dirs.items():
+        try:
+            now, then = os.stat(path), os.fstat(fd)
+        except OSError:
+            return False
+        if (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
+            return False
+    return True
 
 
 # --- the loop ------------------------------------------------------------------------------------
@@ -217,16 +321,17 @@ def serve(listener, dirs, private):
             line = conn.makefile("rb").readline()
             request = json.loads(line) if line.strip() else {}
             if request.get("op") == "kernel":
-                serve_kernel(listener, conn, request)
+                serve_kernel(listener, conn, request, dirs)
                 clean(dirs, private)
             elif request.get("op") == "sync":
-                _answer(conn, {"ready": True})
+                _answer(conn, {"ready": intact(dirs)})
 
 
 def main(argv):
     private = "--private" in argv
-    fd, *dirs = [a for a in argv if a != "--private"]
+    fd, *paths = [a for a in argv if a != "--private"]
     listener = socket.socket(fileno=int(fd))
+    dirs = {path: open_dir(path) for path in paths}
     preload()
     gc.freeze()  # what the kernels share stays shared: the collector leaves it untouched
     _prctl(PR_SET_DUMPABLE, 0)

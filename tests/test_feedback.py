@@ -164,18 +164,31 @@ def test_feedback_is_quiet_and_repeatable(course, capfd):
     assert (out, err) == ("", "")
 
 
-def test_stream_lines_quoting_hidden_tests_are_dropped():
+def test_test_cells_keep_only_their_errors_without_hidden_lines():
+    """What a test cell printed came from the student's code (the checks print nothing): dropped."""
     cell = nbformat.v4.new_code_cell(
         "checks.visible()\n### BEGIN HIDDEN TESTS\nsecret_check(42)\n### END HIDDEN TESTS",
         metadata={"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "t", "points": 1}},
         outputs=[nbformat.v4.new_output("stream", name="stderr",
                                         text="<ipython>:3: RuntimeWarning: overflow\n  secret_check(42)\nkept\n"),
-                 nbformat.v4.new_output("error", ename="CheckFailure", evalue="[t] wrong.",
+                 nbformat.v4.new_output("display_data", data={"text/plain": "printed by the student"}),
+                 nbformat.v4.new_output("error", ename="CheckFailure", evalue="[t] wrong.\n  secret_check(42)",
                                         traceback=["\x1b[31mTraceback\x1b[0m", "----> 3 secret_check(42)"])])
     cell, _ = HideHiddenTests().preprocess_cell(cell, {}, 0)
     assert "secret_check" not in cell.source and cell.source.startswith("checks.visible()\n# (hidden tests")
-    assert cell.outputs[0].text == "<ipython>:3: RuntimeWarning: overflow\nkept\n"
-    assert cell.outputs[1].traceback == ["CheckFailure: [t] wrong."]
+    assert [o.output_type for o in cell.outputs] == ["error"]
+    assert cell.outputs[0].traceback == ["CheckFailure: [t] wrong."]
+
+
+@pytest.mark.parametrize("nbgrader", [None, {"grade": False, "solution": True, "locked": False, "grade_id": "s"}])
+def test_other_cells_lose_every_output(nbgrader):
+    """An extra cell (or a solution cell) that prints ``In`` would print the hidden tests."""
+    cell = nbformat.v4.new_code_cell("print(In)", metadata={"nbgrader": nbgrader} if nbgrader else {},
+                                     outputs=[nbformat.v4.new_output("stream", name="stdout", text="secret_check(42)"),
+                                              nbformat.v4.new_output("error", ename="E", evalue="secret_check(42)",
+                                                                     traceback=[])])
+    cell, _ = HideHiddenTests().preprocess_cell(cell, {}, 0)
+    assert cell.outputs == [] and cell.source == "print(In)"
 
 
 def test_pages_rendered_by_parallel_processes_are_the_same(course):

@@ -10,9 +10,11 @@ full marks.
 """
 import ast
 import copy
+import html
 import json
 import os
 import random
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -159,7 +161,69 @@ SUBMISSIONS = {
     "engine-ref-delegation": lambda course: edited("softmax", "from engine_ref.functional import softmax", replace=True),
     "extra-files": lambda course: edited("softmax", WRONG_SOFTMAX, replace=True),
     "symlinks": lambda course: grading.reference_submission(AID),
+    # issue 8: full marks from metadata alone, and verdicts changed in the kernel by names built at run time
+    "steering-metadata": lambda course: _steered(),
+    "import-hook": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + IMPORT_HOOK, replace=True),
+    "sealed-dict": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + SEALED_DICT, replace=True),
+    "settrace": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + SETTRACE, replace=True),
+    "input-transformer": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + INPUT_TRANSFORMER, replace=True),
+    "logical-and": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + LOGICAL_AND, replace=True),
 }
+
+
+def _steered():
+    """Every answer raising (the release notebook) but a wrong softmax, and every test cell tagged to
+    be skipped (and allowed to raise)."""
+    nb = grading.blank_submission(AID)
+    cell(nb, "softmax").source = WRONG_SOFTMAX
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade"):
+            c.metadata["tags"] = ["skip-execution", "raises-exception"]
+    return nb
+
+
+# Payloads that change a verdict inside the kernel; every name they reach is built at run time.
+IMPORT_HOOK = """
+_b = __import__("".join(["buil", "tins"]))
+_real = getattr(_b, "".join(["__imp", "ort__"]))
+class _Pass:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+class _Fake:
+    checks = _Pass()
+def _hook(name, *args, **kwargs):
+    return _Fake() if name == "".join(["auto", "grader"]) else _real(name, *args, **kwargs)
+setattr(_b, "".join(["__imp", "ort__"]), _hook)
+"""
+SEALED_DICT = """
+_c = __import__("".join(["autograder.", "checks"]), fromlist=["_"])
+getattr(_c, "".join(["__di", "ct__"]))["".join(["assert", "_close"])] = lambda *args, **kwargs: None
+"""
+SETTRACE = """
+_s = __import__("".join(["s", "ys"]))
+def _tracer(frame, event, arg):
+    if frame.f_code.co_name != "".join(["assert", "_close"]):
+        return None
+    def _local(frame, event, arg):
+        if event == "line" and "ok" in frame.f_locals:
+            frame.f_locals["ok"] = True
+        return _local
+    return _local
+getattr(_s, "".join(["set", "trace"]))(_tracer)
+"""
+INPUT_TRANSFORMER = """
+def _blank(lines):
+    return ["pass\\n"] if any("".join(["checks.", "against_torch"]) in line for line in lines) else lines
+getattr(get_ipython(), "".join(["input_transformers", "_cleanup"])).append(_blank)
+"""
+LOGICAL_AND = """
+class _AllTrue:
+    def reduce(self, *args, **kwargs):
+        return True
+    def __call__(self, *args, **kwargs):
+        return True
+setattr(__import__("".join(["num", "py"])), "".join(["logical", "_and"]), _AllTrue())
+"""
 
 
 def _copy_of(c):
@@ -227,10 +291,11 @@ class Batch:
         return sorted(k for k, s in self.score(student).items() if s != self.max_points[k])
 
     def outputs(self, student, grade_id):
-        """The text of a cell's outputs in the autograded notebook."""
+        """The text of a cell's outputs in the autograded notebook (the last cell's for None)."""
         nb = nbformat.read(self.course / "autograded" / student / AID / f"{A.notebook}.ipynb", as_version=4)
+        chosen = nb.cells[-1] if grade_id is None else cell(nb, grade_id)
         return "\n".join(o.text if o.output_type == "stream" else f"{o.ename}: {o.evalue}" if o.output_type == "error"
-                         else json.dumps(o.data) for o in cell(nb, grade_id).outputs)
+                         else json.dumps(o.data) for o in chosen.outputs)
 
 
 def processes_with(marker):
@@ -462,7 +527,7 @@ SEQUENCE = {
     # leaves everything behind, then looks for it itself (so the probe can see it when it is there)
     "a-litter": lambda: _littered(),
     "b-probe": lambda: edited("logsumexp", PROBE),
-    # kills every process it may signal: its kernel, and the zygote it was forked from
+    # kills every process it may signal (none that matters: the zygote is pid 1 of the sandbox)
     "c-kill-all": lambda: edited("softmax", "import os\nos.kill(-1, 9)"),
     "d-reference": lambda: grading.reference_submission(AID),
 }
@@ -502,10 +567,12 @@ def test_nothing_of_a_submission_reaches_the_next_one_graded_by_the_same_worker(
     assert processes_with(f"{MARK}4") == []
 
 
-def test_killing_the_zygote_fails_only_that_submission(sequence):
-    assert sequence.records["c-kill-all"].status == "failed"
-    assert "kernel died" in sequence.records["c-kill-all"].reason
-    assert sequence.records["d-reference"].status == "graded", sequence.records["d-reference"].reason
+def test_killing_every_process_it_may_signal_spares_the_zygote(sequence):
+    """``os.kill(-1, 9)`` reaches neither the kernel itself (Linux spares the caller) nor the
+    zygote, which is pid 1 of the sandbox's pid namespace (a signal it does not handle, sent from
+    inside, is ignored): the notebook is graded, and so is the next one."""
+    for student in ("c-kill-all", "d-reference"):
+        assert sequence.records[student].status == "graded", sequence.records[student].reason
     assert sequence.lost("d-reference") == []
 
 
@@ -624,3 +691,256 @@ def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bw
                        resources={"metadata": {"path": str(tmp_path / "autograded/s" / AID)}}).execute()
     limit = 1800 * 2**20
     assert nb.cells[0].outputs[0].text.split() == [f"({limit},", f"{limit})", "(40,", "40)", "True", "_SealedModule"]
+
+
+# --- issue 8: metadata, the worker's files and log, feedback, verdicts changed in the kernel ----------
+def test_steering_metadata_earns_nothing(batch):
+    """Test cells tagged skip-execution (and raises-exception) run anyway: their metadata comes
+    from the source notebook."""
+    assert batch.records["steering-metadata"].status == "graded", batch.records["steering-metadata"].reason
+    assert set(batch.score("steering-metadata").values()) == {0}
+    assert "CheckFailure" in batch.outputs("steering-metadata", "test_softmax")
+    assert_batch_unharmed(batch)
+
+
+@pytest.mark.parametrize("student", ["import-hook", "sealed-dict", "input-transformer"])
+def test_verdicts_changed_in_the_kernel_by_computed_names_are_flagged(batch, student):
+    """Open until verdicts are computed outside the kernel (docs/grading-security.md): an import
+    hook hands the test cells a fake checks module; the sealed module's __dict__ is written
+    through; an input transformer blanks the test cells. The audit flags each."""
+    assert "dynamic-lookup" in flag_kinds(batch, student)
+    assert_batch_unharmed(batch)
+
+
+def test_a_trace_function_earns_nothing_and_is_flagged(batch):
+    """The checks refuse to run under a trace function while grading."""
+    assert batch.records["settrace"].status == "graded", batch.records["settrace"].reason
+    assert set(SOFTMAX_LOST) <= set(batch.lost("settrace"))
+    assert "trace or profile function" in batch.outputs("settrace", "test_softmax")
+    assert "dynamic-lookup" in flag_kinds(batch, "settrace")
+    assert_batch_unharmed(batch)
+
+
+def test_replacing_numpy_logical_and_earns_nothing_and_is_flagged(batch):
+    """The checks reduce with the ufuncs' own methods, which look nothing up in numpy's modules."""
+    assert_graded(batch, "logical-and", SOFTMAX_LOST)
+    assert "dynamic-lookup" in flag_kinds(batch, "logical-and")
+
+
+def test_copy_into_never_writes_through_a_link(tmp_path):
+    """The worker's copy of a submission into a job folder where a link was planted."""
+    canary = tmp_path / "canary.txt"
+    canary.write_text("untouched")
+    source, target = tmp_path / "source", tmp_path / "target"
+    (source / "sub").mkdir(parents=True)
+    (source / "timestamp.txt").write_text("victim")
+    (source / "sub" / "data.txt").write_text("victim")
+    target.mkdir()
+    (target / "timestamp.txt").symlink_to(canary)
+    (target / "sub").symlink_to(tmp_path)
+    fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sandbox.copy_into(source, fd)
+    finally:
+        os.close(fd)
+    assert canary.read_text() == "untouched" and not (tmp_path / "data.txt").exists()
+    assert not (target / "timestamp.txt").is_symlink() and (target / "timestamp.txt").read_text() == "victim"
+    assert not (target / "sub").is_symlink() and (target / "sub" / "data.txt").read_text() == "victim"
+
+
+def _runtime(text):
+    """``text`` as Python code that builds it at run time, a few characters at a time."""
+    return '"".join([' + ", ".join(repr(text[i:i + 3]) for i in range(0, len(text), 3)) + "])"
+
+
+def _attempts(label, actions):
+    """Code that tries each action and prints ``LABEL: [ALLOWED or BLOCKED <error>, ...]``."""
+    return f"""
+_results = []
+for _action in [{", ".join("lambda: " + a for a in actions)}]:
+    try:
+        _action()
+        _results.append("ALLOWED")
+    except OSError as exc:
+        _results.append("BLOCKED " + type(exc).__name__)
+print("{label}:", _results)
+"""
+
+
+def worker_attacks(canary):
+    """Extra last cells against the worker, its folders and its log (names built at run time)."""
+    link = f"""
+import os
+_canary = {_runtime(str(canary))}
+_name = {_runtime("timestamp.txt")}
+if os.path.lexists(_name):
+    os.unlink(_name)
+os.symlink(_canary, _name)  # in the real work/ folder, whatever happens to its path below
+# the connection file the worker writes for the next kernel, and the folder it makes in home/
+from ipykernel import get_connection_file
+_conn = os.path.join(os.path.dirname(get_connection_file()), {_runtime("kernel.json")})
+if os.path.lexists(_conn):
+    os.unlink(_conn)
+os.symlink(_canary, _conn)
+import shutil
+_mpl = os.path.join(os.environ["HOME"], {_runtime("matplotlib")})
+shutil.rmtree(_mpl, ignore_errors=True)
+os.symlink(os.path.dirname(_canary), _mpl)
+_here = os.getcwd()
+_scratch = os.path.dirname(_here)
+"""
+    rename = link + _attempts("RENAME", ['os.rename(_scratch, _scratch + "-moved")',
+                                         'os.makedirs(os.path.join(_scratch, "work", "decoy"))',
+                                         'os.makedirs(os.path.join(_scratch + "-decoy", "work"))'])
+    replace = link + _attempts("REPLACE", ['os.rename(_scratch, _scratch + "-gone")', 'os.symlink("/", _scratch)',
+                                           'os.rename(_here, _here + "-gone")', 'os.symlink("/", _here)'])
+    deep = """
+import os
+_top = os.open(".", os.O_RDONLY)
+for _ in range(3000):
+    os.mkdir("d")
+    os.chdir("d")
+os.chmod(".", 0)
+os.fchdir(_top)
+print("DEEP: made")
+"""
+    log = f"""
+import os, stat
+_needle = {_runtime("LOG-CANARY-" + MARK)}.encode()
+_forged = {_runtime("FORGED-" + MARK)}.encode()
+_seen = []
+for _fd in range(3, 1024):
+    try:
+        if stat.S_ISREG(os.fstat(_fd).st_mode):
+            os.write(_fd, _forged)
+            os.ftruncate(_fd, 0)
+    except OSError:
+        pass
+for _pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        _fds = os.listdir(os.path.join("/proc", _pid, "fd"))
+    except OSError:
+        continue
+    for _fd in _fds:
+        _path = os.path.join("/proc", _pid, "fd", _fd)
+        try:
+            if not stat.S_ISREG(os.stat(_path).st_mode):  # a pipe or a socket would block
+                continue
+            with open(_path, "rb") as _fh:
+                if _needle in _fh.read(1 << 22):
+                    _seen.append(_path)
+        except OSError:
+            pass
+        try:
+            with open(_path, "ab") as _fh:
+                _fh.write(_forged)
+                _fh.truncate(0)
+        except OSError:
+            pass
+print("LOG SEEN:", _seen)
+"""
+    leak = """
+import linecache
+print(In)
+print({name: "".join(entry[2]) for name, entry in linecache.cache.items() if "python3" not in name})
+"""
+    return {"rename": rename, "replace": replace, "deep": deep, "log": log, "leak": leak}
+
+
+def _with_last_cell(code):
+    nb = grading.reference_submission(AID)
+    nb.cells.append(nbformat.v4.new_code_cell(code))
+    return nb
+
+
+WORKER_ATTACKS = ("a-rename", "c-replace", "e-deep", "g-log", "i-leak")
+
+
+@pytest.fixture(scope="module")
+def worker_sequence(tmp_path_factory):
+    """Each attack on the worker, then a well-behaved student on the same worker, in this order."""
+    course = tmp_path_factory.mktemp("worker").resolve()
+    canary = tmp_path_factory.mktemp("canary").resolve() / "canary.txt"
+    canary.write_text(f"canary {MARK}")
+    grading.prepare_course(course, AID)
+    attacks = worker_attacks(canary)
+    for attacker, victim in zip(WORKER_ATTACKS, ("b-victim", "d-victim", "f-victim", "h-victim", "j-victim")):
+        grading.submit(course, AID, attacker, _with_last_cell(attacks[attacker.split("-")[1]]))
+        grading.submit(course, AID, victim, grading.reference_submission(AID))
+        (course / "submitted" / victim / AID / "timestamp.txt").write_text("2026-01-01 00:00:00")
+    log = course / ".autograder" / "logs" / "workers.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(f"LOG-CANARY-{MARK}\n")
+    records = grader.grade(course, AID, grader.Options(**dict(OPTIONS, workers=1)))
+    batch = Batch(course, records, reference="b-victim")
+    batch.canary, batch.log = canary, log
+    return batch
+
+
+def test_planted_links_and_renamed_folders_do_not_reach_the_host(worker_sequence):
+    batch = worker_sequence
+    assert batch.canary.read_text() == f"canary {MARK}"
+    for attacker in ("a-rename", "c-replace"):
+        assert batch.records[attacker].status == "graded", batch.records[attacker].reason
+        assert batch.lost(attacker) == []
+    # the paths to the job folders stay put (decoys elsewhere in /tmp or work/ are the job's own business)
+    renamed = ast.literal_eval(batch.outputs("a-rename", None).split("RENAME:")[1].strip())
+    replaced = ast.literal_eval(batch.outputs("c-replace", None).split("REPLACE:")[1].strip())
+    assert renamed[0].startswith("BLOCKED") and all(r.startswith("BLOCKED") for r in replaced), (renamed, replaced)
+    for victim in ("b-victim", "d-victim"):
+        assert batch.records[victim].status == "graded", batch.records[victim].reason
+        assert batch.lost(victim) == []
+
+
+def test_a_deep_tree_does_not_stop_grading(worker_sequence, tmp_path):
+    """3000 nested folders (the last one mode 000) in work/: the next student is graded, and so is
+    a second run that finds such a tree in a killed worker's scratch folder."""
+    batch = worker_sequence
+    assert "DEEP: made" in batch.outputs("e-deep", None)
+    assert batch.records["f-victim"].status == "graded", batch.records["f-victim"].reason
+    assert batch.lost("f-victim") == []
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = Path(tempfile.gettempdir()) / f"{sandbox.PREFIX}-{dead.pid}-stale{MARK}"
+    here = os.open(".", os.O_RDONLY)
+    try:
+        (stale / "work").mkdir(parents=True)
+        os.chdir(stale / "work")
+        for _ in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+        os.chmod(".", 0)
+    finally:
+        os.fchdir(here)
+        os.close(here)
+    course = tmp_path.resolve()
+    grading.prepare_course(course, AID)
+    grading.submit(course, AID, "second-run", grading.reference_submission(AID))
+    records = grader.grade(course, AID, grader.Options(**dict(OPTIONS, workers=1)))
+    assert records["second-run"].status == "graded", records["second-run"].reason
+    assert not stale.exists()
+
+
+def test_the_workers_log_cannot_be_read_forged_or_truncated(worker_sequence):
+    batch = worker_sequence
+    text = batch.log.read_text(errors="replace")
+    assert text.startswith(f"LOG-CANARY-{MARK}\n")
+    assert f"FORGED-{MARK}" not in text
+    assert "LOG SEEN: []" in batch.outputs("g-log", None)
+    assert batch.records["h-victim"].status == "graded" and batch.lost("h-victim") == []
+
+
+def test_feedback_never_shows_what_the_students_code_printed(worker_sequence):
+    """An extra last cell prints ``In`` and linecache, which hold every cell run, hidden tests included."""
+    from autograder.feedback import generate_feedback
+
+    batch = worker_sequence
+    assert "BEGIN HIDDEN TESTS" in batch.outputs("i-leak", None)  # the attack works in the kernel
+    page = html.unescape(generate_feedback(batch.course, AID, students=["i-leak"])["i-leak"].read_text())
+    source = nbformat.read(batch.course / "source" / AID / f"{A.notebook}.ipynb", as_version=4)
+    hidden = {line.strip() for c in source.cells if "### BEGIN HIDDEN TESTS" in c.source
+              for line in c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].split("\n")
+              if len(line.strip()) > 20}
+    assert hidden and not [line for line in hidden if line in page]
+    assert "BEGIN HIDDEN TESTS" not in page
+    assert batch.records["j-victim"].status == "graded" and batch.lost("j-victim") == []
