@@ -1,11 +1,13 @@
 """The students' side: notebooks that open clean, the student repository, solutions, progress."""
+import subprocess
+
 import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
-from autograder import build
-from autograder.course import authored
+from autograder import build, release, solutions
+from autograder.course import ROOT, authored
 
 UNITS = authored()
 
@@ -42,3 +44,40 @@ def test_build_metadata_is_what_ipykernel_reports(kernel_metadata):
     assert build.LANGUAGE_INFO == kernel_metadata["language_info"], (
         "the notebooks are built for another Python than this machine's: update build.PYTHON_VERSION "
         "and the python pin in environment.yml, then `make build`")
+
+
+# --- autograder release-solutions ---------------------------------------------------------
+def test_solutions_notebook_has_every_answer_and_no_hidden_test(tmp_path):
+    for a in UNITS:
+        path = solutions.write(a.id, tmp_path)
+        assert path == tmp_path / a.id / f"{a.notebook}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        source = {c.id: c for c in nbformat.read(a.source_path(), as_version=4).cells}
+        release_ids = [c.id for c in nbformat.read(a.release_path(), as_version=4).cells]
+        assert [c.id for c in nb.cells if c.id != "solutions-note"] == release_ids
+        assert solutions.leaks(nb, a) == []
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            assert "YOUR CODE HERE" not in cell.source and "YOUR ANSWER HERE" not in cell.source
+            if meta.get("solution") and cell.cell_type == "markdown":
+                assert cell.source == source[cell.id].source, "the explain cell's model answer"
+            if meta.get("grade") and cell.cell_type == "code":
+                assert "HIDDEN" not in cell.source and len(cell.source) < len(source[cell.id].source)
+
+
+def test_solutions_leak_check_can_fail():
+    a = UNITS[0]
+    nb = solutions.solutions_notebook(a)
+    hidden = sorted(release.hidden_lines(nbformat.read(a.source_path(), as_version=4),
+                                         starts=("### BEGIN HIDDEN TESTS",)))[0]
+    test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
+    test.source += "\n" + hidden
+    assert solutions.leaks(nb, a)
+
+
+def test_release_solutions_cli(tmp_path):
+    a = UNITS[0]
+    done = subprocess.run([str(ROOT / ".venv/bin/autograder"), "release-solutions", a.id, "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / a.id / f"{a.notebook}.ipynb").exists()
