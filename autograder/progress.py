@@ -59,11 +59,13 @@ def _test_cells(nb):
 
 
 def _error_line(cell):
-    """The one line that says why a cell failed: ``Error: message`` of its first error output."""
+    """The one line that says why a cell failed: the checks' ``[task] ...`` message, else
+    ``Error: message``, of its first error output."""
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
             first = (output.get("evalue") or "").strip().splitlines()
-            return f"{output.get('ename')}: {first[0] if first else ''}"
+            text = first[0] if first else ""
+            return text if text.startswith("[") else f"{output.get('ename')}: {text}"
     return ""
 
 
