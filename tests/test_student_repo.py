@@ -5,9 +5,13 @@ packages, none of this repository on its path) installs its requirements.txt; th
 then run there with the student package alone.
 """
 import json
+import re
 import shutil
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import nbformat
 import pytest
@@ -168,20 +172,50 @@ print(json.dumps(ExtensionConfigManager(read_config_path=jupyter_config_path()).
 """
 
 
-def test_student_environment_enables_the_assignment_list_and_validate_only(repo, venv):
-    """The server extensions Jupyter Server loads (it merges jupyter_server_config.d over the
-    config path, front first, as here) and the lab plugins JupyterLab disables."""
-    env = environments.clean_env()
-    server = subprocess.run([str(repo / "start"), str(venv), "-c", SERVER_EXTENSIONS], cwd=repo, env=env,
-                            capture_output=True, text=True)
-    assert server.returncode == 0, server.stderr
-    loaded = json.loads(server.stdout)
-    for ext, on in student_repo.SERVER_EXTENSIONS.items():
-        assert loaded[ext] is on, (ext, loaded)
-    lab = subprocess.run([str(repo / "start"), str(venv.parent / "jupyter"), "labextension", "list"], cwd=repo,
-                         env=env, capture_output=True, text=True)
-    disabled = (lab.stdout + lab.stderr).split("Disabled extensions:")[1].split()
-    assert sorted(disabled) == sorted(student_repo.LAB_PLUGINS_OFF)
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+
+
+def test_student_environment_enables_the_assignment_list_and_validate_only(repo, venv, tmp_path):
+    """JupyterLab started by the repository's `start` script, on loopback: the assignment list's
+    and Validate's handlers answer, formgrader's and the course list's do not exist, and the page
+    disables the formgrader, course-list and create-assignment plugins."""
+    port, token = _free_port(), "student-repo-test"
+    env = {**environments.clean_env(), "HOME": str(tmp_path), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    lab = subprocess.Popen([str(repo / "start"), str(venv.parent / "jupyter"), "lab", "--no-browser", "--allow-root",
+                            "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"],
+                           cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if _get(f"{base}/api/status?token={token}")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert lab.poll() is None and time.monotonic() < deadline, "JupyterLab did not start"
+            time.sleep(1)
+        assert _get(f"{base}/assignments?token={token}")[0] != 404  # assignment list (400: no course given)
+        assert _get(f"{base}/assignments/validate?token={token}")[0] == 405  # Validate takes POST only
+        assert _get(f"{base}/formgrader?token={token}")[0] == 404
+        assert _get(f"{base}/formgraders?token={token}")[0] == 404  # the course list
+        status, page = _get(f"{base}/lab?token={token}")
+        config = json.loads(re.search(r'<script id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S)[1])
+        assert status == 200 and sorted(config["disabledExtensions"]) == sorted(student_repo.LAB_PLUGINS_OFF)
+    finally:
+        lab.terminate()
+        lab.wait(30)
     # Without start, as `make lab` runs the course repository, every nbgrader extension is on.
     course = environments.run(venv, SERVER_EXTENSIONS, repo)
     assert all(json.loads(course.stdout)[ext] for ext in student_repo.SERVER_EXTENSIONS)
