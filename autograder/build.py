@@ -19,8 +19,22 @@ import nbformat
 from . import template
 from .course import ROOT, nbgrader_api, select
 
+# A notebook opens "modified" in JupyterLab when its metadata differs from what the kernel
+# reports on start (JupyterLab writes the kernel's kernelspec and language_info into the
+# notebook and compares them deeply), and closing it unrun then asks to save. So the notebooks
+# carry exactly what ipykernel reports for the course's Python, which environment.yml pins to
+# the same patch version (tests/test_build.py and tests/test_packaging.py check both).
+PYTHON_VERSION = "3.11.7"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-LANGUAGE_INFO = {"name": "python"}
+LANGUAGE_INFO = {
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+    "version": PYTHON_VERSION,
+}
 
 
 def source_notebook(assignment):

@@ -144,6 +144,27 @@ def build_cmd(args):
     build.main(args.ids + (["--check"] if args.check else []))
 
 
+def student_repo_cmd(args):
+    from . import student_repo
+
+    try:
+        url = args.url or student_repo.DEFAULT_URL
+        out = student_repo.write(args.out, url=url, ids=args.ids)
+    except student_repo.StudentRepoError as exc:
+        raise SystemExit(f"student-repo refused: {exc}") from None
+    print(f"student repository: {out}\nBinder: {student_repo.binder_url(url)}")
+
+
+def release_solutions_cmd(args):
+    from . import solutions
+
+    try:
+        path = solutions.write(args.id, args.out, root=args.course)
+    except RuntimeError as exc:
+        raise SystemExit(f"release-solutions refused: {exc}") from None
+    print(f"solutions notebook: {path}")
+
+
 def bench_cmd(args):
     from . import bench
 
@@ -216,6 +237,19 @@ def main(argv=None):
     p.add_argument("--course", default=default_course(), help=COURSE_HELP)
     p.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     p.set_defaults(func=report_cmd)
+
+    p = sub.add_parser("student-repo", help="write the learners' repository: release/, the checks, environment, README with a Binder badge")
+    p.add_argument("out", help="folder to write (new, empty, or an earlier student repository; its .git is kept)")
+    p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")
+    p.add_argument("--url", default=None, help="the student repository's GitHub URL, https://github.com/OWNER/NAME, "
+                                               "for the Binder badge (default: autograder.student_repo.DEFAULT_URL)")
+    p.set_defaults(func=student_repo_cmd)
+
+    p = sub.add_parser("release-solutions", help="after the deadline: a notebook with the solutions and model answers, no hidden tests")
+    p.add_argument("id", help="assignment id")
+    p.add_argument("--course", default=default_course(), help=COURSE_HELP)
+    p.add_argument("--out", default=None, help="folder for <id>/<notebook>.ipynb (default: <course>/solutions)")
+    p.set_defaults(func=release_solutions_cmd)
 
     p = sub.add_parser("bench", help="time plain sequential nbgrader against `autograder grade` on a synthetic class")
     p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")

@@ -44,13 +44,14 @@ def code_lines(text):
     return out
 
 
-def hidden_lines(nb):
-    """The specific lines inside the solution and hidden-test regions of a source notebook."""
+def hidden_lines(nb, starts=REGION_STARTS):
+    """The specific lines inside the solution and hidden-test regions of a source notebook
+    (only the regions that open with one of ``starts``)."""
     lines = set()
     for cell in nb.cells:
         inside = False
         for line in cell.source.splitlines():
-            if line.strip() in REGION_STARTS:
+            if line.strip() in starts:
                 inside = True
             elif line.strip() in REGION_ENDS:
                 inside = False

@@ -1,37 +1,52 @@
 """The environment files agree, and the repo's commands are wired as the README says."""
-import re
+import json
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
+import environments
+from environments import check_pins, environment_requirements, pyproject_requirements
+
 ROOT = Path(__file__).resolve().parent.parent
-# Binder installs a CPU-only torch from conda-forge, where the package has another name.
-CONDA_TO_PIP = {"pytorch-cpu": "torch"}
-NOT_PACKAGES = {"python", "pip"}
 
 
-def _name(requirement):
-    return re.split(r"[<>=!~ \[]", requirement.strip(), maxsplit=1)[0].lower()
+def test_environment_yml_names_the_same_packages_and_pins_as_pyproject():
+    specs, _ = check_pins(yaml.safe_load((ROOT / "environment.yml").read_text()))
+    assert specs.keys() == pyproject_requirements().keys()
 
 
-def test_environment_yml_names_the_same_packages_as_pyproject():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pip_names = {_name(r) for r in project["dependencies"]}
+def test_check_pins_can_fail():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    conda_names = {CONDA_TO_PIP.get(_name(d), _name(d)) for d in env["dependencies"] if isinstance(d, str)}
-    assert conda_names - NOT_PACKAGES == pip_names
+    for old, new in [("jupyterlab>=4,<5", "jupyterlab>=4"), ("python=3.11.7", "python=3.11"),
+                     ("torch==2.13.0", "torch==2.12.1"), ("matplotlib", "pandas")]:
+        broken = yaml.safe_load(yaml.safe_dump(env).replace(old, new))
+        with pytest.raises(AssertionError):
+            check_pins(broken)
 
 
 def test_torch_is_pinned_everywhere():
     assert '"torch==2.13.0"' in (ROOT / "pyproject.toml").read_text()
-    assert "pytorch-cpu=2.13.0" in (ROOT / "environment.yml").read_text()
+    assert "torch==2.13.0" in (ROOT / "environment.yml").read_text()
 
 
 def test_binder_installs_the_repo():
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert "-e ." in pip_section
+    _, pip = environment_requirements(yaml.safe_load((ROOT / "environment.yml").read_text()))
+    assert "-e ." in pip
+
+
+def test_environment_pip_section_resolves_in_a_fresh_venv(tmp_path):
+    """pip in a fresh venv resolves the pip section to torch 2.13.0 CPU-only and this repository.
+
+    On Binder conda has installed every other package first, so pip adds exactly these two
+    (`--no-deps`). A dry run: the student repository's test installs the same torch for real
+    (tests/test_student_repo.py), and `make venv` installs the rest."""
+    _, pip = environment_requirements(yaml.safe_load((ROOT / "environment.yml").read_text()))
+    python = environments.create(tmp_path / "venv")
+    report = environments.pip_install(python, pip, cwd=ROOT, options=["--no-deps", "--dry-run", "--report", "-"])
+    got = {item["metadata"]["name"]: item["metadata"]["version"] for item in json.loads(report)["install"]}
+    assert got == {"torch": "2.13.0+cpu", "neural-computation-course": "0.1.0"}, got
 
 
 def test_ci_runs_make_test():

@@ -1,0 +1,83 @@
+"""The students' side: notebooks that open clean, the student repository, solutions, progress."""
+import subprocess
+
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import start_new_kernel
+
+from autograder import build, release, solutions
+from autograder.course import ROOT, authored
+
+UNITS = authored()
+
+
+@pytest.fixture(scope="module")
+def kernel_metadata():
+    """What JupyterLab writes into a notebook when its kernel starts: the kernelspec's name,
+    display name and language, and the kernel's language_info (from its kernel_info reply)."""
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        kc.kernel_info()
+        language_info = kc.get_shell_msg(timeout=30)["content"]["language_info"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    return {"kernelspec": {"name": "python3", "display_name": spec.display_name, "language": spec.language},
+            "language_info": language_info}
+
+
+@pytest.mark.parametrize("layer", ["source", "release"])
+def test_notebooks_open_unmodified(kernel_metadata, layer):
+    """JupyterLab sets both keys on kernel start and marks the notebook modified unless the new
+    value deep-equals the old one: a notebook opened and closed unrun must not ask to save."""
+    for a in UNITS:
+        path = a.source_path() if layer == "source" else a.release_path()
+        meta = nbformat.read(path, as_version=4).metadata
+        for key, want in kernel_metadata.items():
+            assert meta[key] == want, f"{path}: metadata {key} is {meta[key]!r}; the kernel reports {want!r}"
+
+
+def test_build_metadata_is_what_ipykernel_reports(kernel_metadata):
+    assert build.KERNELSPEC == kernel_metadata["kernelspec"]
+    assert build.LANGUAGE_INFO == kernel_metadata["language_info"], (
+        "the notebooks are built for another Python than this machine's: update build.PYTHON_VERSION "
+        "and the python pin in environment.yml, then `make build`")
+
+
+# --- autograder release-solutions ---------------------------------------------------------
+def test_solutions_notebook_has_every_answer_and_no_hidden_test(tmp_path):
+    for a in UNITS:
+        path = solutions.write(a.id, tmp_path)
+        assert path == tmp_path / a.id / f"{a.notebook}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        source = {c.id: c for c in nbformat.read(a.source_path(), as_version=4).cells}
+        release_ids = [c.id for c in nbformat.read(a.release_path(), as_version=4).cells]
+        assert [c.id for c in nb.cells if c.id != "solutions-note"] == release_ids
+        assert solutions.leaks(nb, a) == []
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            assert "YOUR CODE HERE" not in cell.source and "YOUR ANSWER HERE" not in cell.source
+            if meta.get("solution") and cell.cell_type == "markdown":
+                assert cell.source == source[cell.id].source, "the explain cell's model answer"
+            if meta.get("grade") and cell.cell_type == "code":
+                assert "HIDDEN" not in cell.source and len(cell.source) < len(source[cell.id].source)
+
+
+def test_solutions_leak_check_can_fail():
+    a = UNITS[0]
+    nb = solutions.solutions_notebook(a)
+    hidden = sorted(release.hidden_lines(nbformat.read(a.source_path(), as_version=4),
+                                         starts=("### BEGIN HIDDEN TESTS",)))[0]
+    test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
+    test.source += "\n" + hidden
+    assert solutions.leaks(nb, a)
+
+
+def test_release_solutions_cli(tmp_path):
+    a = UNITS[0]
+    done = subprocess.run([str(ROOT / ".venv/bin/autograder"), "release-solutions", a.id, "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / a.id / f"{a.notebook}.ipynb").exists()
