@@ -1596,15 +1596,14 @@ def _ce_naive_forward(ctx, logits, target, reduction="mean", ignore_index=-100):
         kept = target != ignore_index
         picked = probs[np.arange(len(target)), np.where(kept, target, 0)]
         losses = np.where(kept, -np.log(picked), 0).astype(logits.dtype)
-    ctx.naive = (probs, kept, reduction)
+    ctx.naive = (probs, np.where(kept, target, 0), kept, reduction)
     if reduction == "none":
         return losses
     return losses.sum() if reduction == "sum" else losses.sum() / logits.dtype.type(kept.sum())
 
 
 def _ce_naive_backward(ctx, grad):
-    probs, kept, reduction = ctx.naive
-    target = np.where(kept, ctx.arrays[1], 0)
+    probs, target, kept, reduction = ctx.naive
     out = probs.copy()
     out[np.arange(len(target)), target] -= 1
     out = out * kept[:, None]

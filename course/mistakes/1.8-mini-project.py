@@ -304,6 +304,15 @@ for name in ("Add", "Sub", "Mul", "Div"):
 run("Exp", [rng.standard_normal((2, 3))])''',
         why="Calls ops through a + b: the operators of one engine's Tensor, not the op classes under test."),
     Variant(
+        "property_test_elementwise_only", "differential_tests", ("test_differential_tests",),
+        code=WEAK_HEADER + """for sa, sb in [((2, 3), (3,)), ((3, 1), (1, 4)), ((2, 3), ()), ((2, 2, 3), (2, 1, 3))]:
+    for name in ("Add", "Sub", "Mul", "Div"):
+        run(name, [rng.standard_normal(sa), rng.standard_normal(sb) + 3.0])
+run("Exp", [rng.standard_normal((2, 3))])""",
+        why="A good test of the elementwise ops that never tests MatMul, the reductions, ReLU, CrossEntropy "
+            "or SGD: it catches the example bugs, so it passes the visible part, but misses most planted "
+            "kinds and earns a share of the points (partial credit, hidden)."),
+    Variant(
         "branched_graph_step_too_small", "differential_tests", ("test_differential_tests",),
         find="    h = 1e-6  # near", replace="    h = 1e-13  # near",
         why="h = 1e-13: rounding error eps/h ~ 1e-3 swamps the derivative; the test fails correct engines."),
