@@ -1356,8 +1356,11 @@ checks.check_hash("fd_step", "fd_step_exponent", fd_step_exponent,
 #   justify in the note.
 #
 # Both raise `AssertionError` (for example through `np.testing.assert_allclose`) when the engine
-# is wrong, and return `None` when it is right. Each must run in well under a second. PyTorch is
-# allowed here, and only here.
+# is wrong, and return `None` when it is right. Each must run in well under a second, so keep the
+# arrays small. PyTorch is allowed here, and only here. For `SGD`, compare with `torch_sgd`
+# (imported in the cell), the update function that `torch.optim.SGD.step` runs, with
+# `dampening=0.0, nesterov=False, maximize=False`: building a `torch.optim.SGD` object imports
+# torch's compiler stack, which takes seconds the first time.
 
 # %% nbgrader={"grade": false, "grade_id": "differential_tests", "locked": false, "schema_version": 3, "solution": true, "task": false}
 import torch
