@@ -1648,9 +1648,15 @@ PLANTED = {
     "layout (a transpose undone by a reshape)": _planted(Transpose=_transpose_reshape),
     "a quotient rule": _planted(Div=_div_power),
 }
+# A correct engine built the way the planted ones are (replaced parts defined here), so that a
+# test which tells planted engines apart by how they are built, not by what they compute, fails.
+decoy = oracles.torch_engine(**_planted(Sub=lambda ctx, grad: R.Sub.backward(ctx, grad)),
+                             SGD=type("SGD", (R.SGD,), {}),
+                             backward=lambda root, grad=None: oracles.engine_backward(root, grad))
 for test in (property_test, branched_graph_test):
     try:
         checks.run_student("differential_tests", test, reference, numpy_only=False)
+        checks.run_student("differential_tests", test, decoy, numpy_only=False)
     except checks.CheckFailure as failure:
         raise checks.CheckFailure(f"[differential_tests] {test.__name__} fails on a correct engine, so it scores 0: "
                                   f"{failure}") from None
