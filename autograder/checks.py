@@ -744,3 +744,139 @@ def _warm_up():
 
 
 _warm_up()
+
+
+# --- unit 1.4 ---
+def broadcast_pairs(seed, count, max_ndim=4):
+    """``count`` random pairs of shapes that broadcast together, for :func:`random_cases`.
+
+    Each pair starts from one result shape (1 to ``max_ndim`` axes of sizes 2 to 4); each operand
+    keeps a random number of its trailing axes and sets each of them to 1 with probability 0.4,
+    so that the pairs mix prepended axes, stretched axes and 0-d operands.
+    """
+    rng = _default_rng(seed)
+    pairs = []
+    for _ in range(count):
+        full = tuple(int(s) for s in rng.integers(2, 5, size=int(rng.integers(1, max_ndim + 1))))
+        pair = []
+        for _ in range(2):
+            kept = full[int(rng.integers(0, len(full) + 1)):]
+            pair.append(tuple(1 if rng.random() < 0.4 else s for s in kept))
+        pairs.append(tuple(pair))
+    return pairs
+
+
+# --- unit 1.7 ---
+def check_equal(task, case, name, got, expected, *, hints=()):
+    """Assert that ``got == expected`` for plain values: lists of keys and shapes, version
+    numbers, messages. For two lists the failure names the first entry that differs; ``hints``
+    are callables ``hint(got, expected) -> str | None``, as in :func:`assert_close`."""
+    try:
+        same = bool(got == expected)
+    except Exception:  # an object whose comparison raises is not the expected value
+        same = False
+    if same:
+        return
+    where = f"[{task}] case '{case}': {name}"
+    if isinstance(got, (list, tuple)) and isinstance(expected, (list, tuple)):
+        first = next((i for i, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
+        g = got[first] if first < len(got) else "(nothing: the list ends)"
+        e = expected[first] if first < len(expected) else "(nothing: the list ends)"
+        msg = f"{where}, entry {first}: expected {e!r}, got {g!r} (expected {list(expected)!r}, got {list(got)!r})."
+    else:
+        msg = f"{where}: expected {expected!r}, got {got!r}."
+    for hint in tuple(hints):
+        text = hint(got, expected)
+        if text:
+            msg += f" Hint: {text}"
+            break
+    raise CheckFailure(msg)
+# --- unit 1.6 ---------------------------------------------------------------------------------
+def _plain(value):
+    """A layout answer as plain Python values (ints, bools, tuples of them, or None); anything
+    else (a float, a string, an array of floats) comes back unchanged, so that it compares unequal."""
+    if value is None or isinstance(value, (bool, _bool_)):
+        return None if value is None else bool(value)
+    if isinstance(value, (int, _integer)):
+        return int(value)
+    if isinstance(value, _ndarray) and _issubdtype(value.dtype, _integer):
+        value = value.tolist()
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _has_float(value):
+    if isinstance(value, (tuple, list)):
+        return any(_has_float(v) for v in value)
+    return isinstance(value, (float, _floating)) or (isinstance(value, _ndarray) and not _issubdtype(value.dtype, _integer))
+
+
+def check_layout(task, fn, oracle, cases, *, hints=(), numpy_only=True, normalize=None):
+    """Compare layout numbers (ints, tuples of ints, a bool, or None) exactly with the oracle's.
+
+    For each case the student is called as ``fn(*case.args, **case.kwargs)`` and the oracle
+    (a name from :data:`autograder.oracles.ORACLES`) with the same plain arguments; lists and
+    integer arrays count as tuples, floats never equal ints. ``hints`` are callables
+    ``hint(got, expected, case) -> str | None``. ``normalize(value, case)``, when given, is
+    applied to both answers before they are compared (for example, to mark the strides of
+    size-1 axes, which are never used, as free).
+    """
+    torch_fn = oracles.oracle(oracle)
+    keep = normalize or (lambda value, c: value)
+    for c in cases:
+        got = _run_case(task, c, fn, *c.args, numpy_only=numpy_only, **c.kwargs)
+        expected = keep(_plain(torch_fn(*c.args, **c.kwargs)), c)
+        if _has_float(got):
+            raise CheckFailure(f"[{task}] {c.describe()}: expected {expected!r}, got {got!r}: layout numbers are "
+                               "integers (a count of elements); use // and int, not /.")
+        if keep(_plain(got), c) != expected:
+            msg = f"[{task}] {c.describe()}: expected {expected!r}, got {keep(_plain(got), c)!r}."
+            for hint in tuple(hints):
+                text = hint(_plain(got), expected, c)
+                if text:
+                    msg += f" Hint: {text}"
+                    break
+            raise CheckFailure(msg)
+
+
+def random_layouts(seed, n, *, max_ndim=4, negative=False):
+    """``n`` seeded random layouts ``(shape, strides, offset)`` of the kinds views produce.
+
+    Shapes have 0 to ``max_ndim`` axes of size 0 to 5 (size 1 often). Strides are contiguous
+    ones, then at random permuted (a transpose), multiplied by a step (a slice), zeroed on
+    some axes (an expand), and with ``negative`` flipped in sign on some axes (NumPy's
+    ``a[::-1]``; torch has none). Offsets are 0 to 9.
+    """
+    rng = _default_rng(seed)
+    out = []
+    for _ in range(n):
+        ndim = int(rng.integers(0, max_ndim + 1))
+        shape = [int(rng.choice([0, 1, 1, 2, 3, 4, 5], p=[0.05, 0.25, 0.1, 0.2, 0.15, 0.15, 0.1])) for _ in range(ndim)]
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.insert(0, step)
+            step *= max(size, 1)
+        if ndim > 1 and rng.random() < 0.5:
+            order = rng.permutation(ndim)
+            shape, strides = [shape[i] for i in order], [strides[i] for i in order]
+        strides = [s * int(rng.choice([1, 1, 2, 3])) for s in strides]
+        strides = [0 if rng.random() < 0.15 else s for s in strides]
+        if negative:
+            strides = [-s if rng.random() < 0.4 else s for s in strides]
+        out.append((tuple(shape), tuple(strides), int(rng.integers(0, 10))))
+    return out
+
+
+# --- unit 1.5 ---
+def torch_gradients(oracle_name, args, grad_out=None, wrt=(0,), **kwargs):
+    """The gradients of ``sum(grad_out * oracle(*args, **kwargs))`` with respect to the arguments at
+    the positions ``wrt``, by torch autograd, as NumPy arrays (``grad_out`` defaults to ones).
+
+    For exercises whose answer is a gradient computed some other way (finite differences), so that
+    a test cell can compare it with torch by oracle name."""
+    torch_fn = oracles.oracle(oracle_name)
+    _, out = _torch_forward(torch_fn, args, kwargs)
+    g = _ones(_to_numpy(out).shape) if grad_out is None else _asarray(grad_out, dtype=_float64)
+    _, grads = _torch_vjp(torch_fn, args, kwargs, tuple(wrt), g)
+    return grads

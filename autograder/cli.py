@@ -79,7 +79,7 @@ def demo(args):
 def grade(args):
     options = grader.Options(workers=args.workers, timeout=args.timeout, cell_timeout=args.cell_timeout,
                              memory_mb=args.memory, nproc=args.nproc, db_url=args.db, force=args.force,
-                             progress=not args.quiet)
+                             progress=not args.quiet, cluster=args.cluster)
     started = time.perf_counter()
     records = grader.grade(args.course, args.id, options)
     elapsed = time.perf_counter() - started
@@ -147,7 +147,7 @@ def build_cmd(args):
 def bench_cmd(args):
     from . import bench
 
-    bench.run(args.ids, args.students, args.workers)
+    bench.run(args.ids, args.students, args.workers, tuple(args.cluster_sizes))
 
 
 def main(argv=None):
@@ -195,6 +195,9 @@ def main(argv=None):
     p.add_argument("--db", default=None,
                    help="gradebook URL (default: sqlite:///<course>/gradebook.db; postgresql://... works the same)")
     p.add_argument("--force", action="store_true", help="regrade every submission, not only the changed ones")
+    p.add_argument("--cluster", default=None,
+                   help="grade on a Dask cluster: a scheduler address (tcp://HOST:8786), or local:N for a "
+                        "LocalCluster of N processes; --workers is then unused (default: this machine's pool)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=grade)
 
@@ -218,6 +221,8 @@ def main(argv=None):
     p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")
     p.add_argument("--students", type=int, default=40, help="submissions per unit (default: 40)")
     p.add_argument("--workers", type=int, default=None, help="workers for autograder grade (default: the number of cores)")
+    p.add_argument("--cluster-sizes", type=int, nargs="*", default=[1, 2, 4],
+                   help="Dask LocalCluster sizes to time against the local pool on the first unit (none: skip)")
     p.set_defaults(func=bench_cmd)
 
     args = parser.parse_args(argv)

@@ -45,6 +45,7 @@ class Options:
     db_url: str = None
     force: bool = False
     progress: bool = True
+    cluster: str = None  # a Dask scheduler address, or local:N; None grades on this machine's pool
 
 
 def fingerprint(submission_dir, source_notebook):
@@ -129,7 +130,13 @@ def grade(course_root, assignment_id, options=None):
         jobs, _ = plan(root, assignment_id, db_url, options.force)
         for job in jobs:
             job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc)
-        _run(root, jobs, options)
+        if options.cluster:
+            from . import cluster
+
+            with _progress(len(jobs), options.progress) as bar:
+                cluster.grade(root, jobs, options, bar)
+        else:
+            _run(root, jobs, options)
     return state.load(db_url, assignment_id)
 
 
