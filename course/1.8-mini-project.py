@@ -1842,6 +1842,7 @@ checks.against_torch("train_step", first_step, "mlp_cross_entropy_grads", hidden
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 from IPython.display import display
+from matplotlib.colors import ListedColormap
 
 figure_model = MLP(SPIRAL_SETUP["sizes"], rng=0)
 figure_optimizer = SGD(figure_model.parameters(), lr=SPIRAL_SETUP["lr"], momentum=SPIRAL_SETUP["momentum"])
@@ -1851,7 +1852,7 @@ for step in range(SPIRAL_SETUP["steps"] + 1):
         figure_snapshots[step] = {k: v.copy() for k, v in figure_model.state_dict().items()}
     if step < SPIRAL_SETUP["steps"]:
         figure_losses.append(train_step(figure_model, figure_optimizer, X_spiral, y_spiral))
-_axis = np.linspace(-1.2, 1.2, 121)
+_axis = np.linspace(-1.2, 1.2, 81)
 FIGURE_GRID = np.stack(np.meshgrid(_axis, _axis), axis=-1).reshape(-1, 2)
 
 
@@ -1867,7 +1868,8 @@ def draw_training(step):
     ax_loss.set_ylabel("mean cross-entropy")
     ax_loss.set_yscale("log")
     ax_loss.set_title("training loss")
-    ax_plane.contourf(_axis, _axis, classes, levels=[-0.5, 0.5, 1.5, 2.5], colors=["#9ecae1", "#fdae6b", "#a1d99b"])
+    ax_plane.imshow(classes, origin="lower", extent=(-1.2, 1.2, -1.2, 1.2), vmin=0, vmax=2,
+                    cmap=ListedColormap(["#9ecae1", "#fdae6b", "#a1d99b"]))
     ax_plane.scatter(X_spiral[:, 0], X_spiral[:, 1], c=np.array(["tab:blue", "tab:orange", "tab:green"])[y_spiral],
                      edgecolors="white", s=18)
     ax_plane.set_title(f"decision boundary at step {step}: accuracy {accuracy(figure_model, X_spiral, y_spiral):.0%}")
