@@ -538,7 +538,7 @@ def _layout_tol(dtype):
     a strided matrix differently), so the two may differ by a few ulps of each term: about 1e-15
     relative in float64 and 1e-6 in float32 (eps 1.2e-7). A layout bug (reading the strides
     wrongly) is off by the size of the values themselves."""
-    return (1e-5, 1e-6) if _asarray(dtype).dtype == _float32 else (1e-12, 1e-12)
+    return (1e-5, 1e-6) if dtype == _float32 else (1e-12, 1e-12)
 
 
 def check_vjp(task, backward_fn, oracle, cases, *, wrt=None, upstream=True, seed=0, hints=(),
@@ -860,3 +860,26 @@ def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
             "explicit stack (a Python list) instead; raising the recursion limit only moves the crash to a "
             "deeper graph.")
     return result
+
+
+# --- concept checks with a tolerance, without printing the answer -----------------------------
+def close_digests(value, decimals=3):
+    """The stored form of a numeric concept-check answer: the digests (:func:`answer_digest`) of
+    ``value`` rounded to ``decimals`` places, and of its two neighbours on that grid."""
+    step = 10.0 ** -decimals
+    return tuple(answer_digest(f"{round(value + k * step, decimals):.{decimals}f}") for k in (-1, 0, 1))
+
+
+def check_close_hash(task, name, got, digests, *, decimals=3, hint=None):
+    """A numeric concept check that does not print its answer: ``got`` rounded to ``decimals``
+    places must be the stored answer or one of its grid neighbours (:func:`close_digests`), that is,
+    within about one unit of the last decimal."""
+    if got is None or got is Ellipsis:
+        raise CheckFailure(f"[{task}] set `{name}` to your answer.")
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        raise CheckFailure(f"[{task}] `{name}` should be a number, got {got!r}.") from None
+    if not _isfinite(value) or answer_digest(f"{round(value, decimals):.{decimals}f}") not in digests:
+        raise CheckFailure(f"[{task}] `{name}` = {value!r} is not right (to {decimals} decimals)."
+                           + (f" Hint: {hint}" if hint else ""))
