@@ -92,6 +92,38 @@ def bench_unit(aid, students, workers, scratch):
                 equal=equal)
 
 
+def bench_cluster(aid, students, sizes, scratch):
+    """The same class graded by the local pool and by a Dask LocalCluster, with 1, 2, 4... processes."""
+    subs = synthetic_class(aid, students)
+    rows, reference = [], None
+    for n in sizes:
+        times = {}
+        for mode in ("pool", "cluster"):
+            root = Path(scratch) / f"{mode}-{n}"
+            grading.prepare_course(root, aid)
+            for student, nb in subs.items():
+                grading.submit(root, aid, student, nb)
+            how = ["--cluster", f"local:{n}"] if mode == "cluster" else ["--workers", str(n)]
+            times[mode], _ = _timed([sys.executable, "-m", "autograder", "grade", aid, "--course", str(root),
+                                     "--quiet", "--force", *how], root)
+            scores = grading.read_grades(f"sqlite:///{root}/gradebook.db", aid)
+            reference = reference or scores
+            times[f"{mode}_equal"] = scores == reference
+        rows.append(dict(unit=aid, workers=n, notebooks=len(subs), pool_s=times["pool"], cluster_s=times["cluster"],
+                         equal=times["pool_equal"] and times["cluster_equal"]))
+    return rows
+
+
+CLUSTER_HEADER = ("| unit | processes | notebooks | local pool s | Dask LocalCluster s | cluster nb/s | "
+                  "overhead per notebook s | scores equal |\n|---|---|---|---|---|---|---|---|")
+
+
+def _cluster_row(r):
+    return (f"| {r['unit']} | {r['workers']} | {r['notebooks']} | {r['pool_s']:.1f} | {r['cluster_s']:.1f} | "
+            f"{r['notebooks'] / r['cluster_s']:.2f} | {(r['cluster_s'] - r['pool_s']) / r['notebooks']:+.2f} | "
+            f"{'yes' if r['equal'] else 'NO'} |")
+
+
 def _row(r):
     return (f"| {r['unit']} | {r['notebooks']} | {r['plain_s']:.1f} | {r['ours_s']:.1f} | "
             f"{r['plain_s'] / r['ours_s']:.2f}x | {r['notebooks'] / r['plain_s']:.2f} | "
@@ -103,21 +135,29 @@ HEADER = ("| unit | notebooks | nbgrader s | autograder s | speed-up | nbgrader 
           "nbgrader peak MB | autograder peak MB | scores equal |\n|---|---|---|---|---|---|---|---|---|---|")
 
 
-def run(ids=(), students=40, workers=None):
-    """Benchmark every unit, print the table and append it to benchmarks/RESULTS.md."""
+def run(ids=(), students=40, workers=None, cluster_sizes=(1, 2, 4)):
+    """Benchmark every unit, and the Dask cluster on the first one; print the tables and append them
+    to benchmarks/RESULTS.md."""
     workers = workers or psutil.cpu_count() or 1
-    rows = []
+    rows, cluster_rows = [], []
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
-        for a in select(list(ids)):
+        units = select(list(ids))
+        for a in units:
             print(f"{a.id}: grading {students} submissions with nbgrader, then with autograder ...", flush=True)
             rows.append(bench_unit(a.id, students, workers, Path(scratch) / a.id))
             print(HEADER.splitlines()[0] + "\n" + _row(rows[-1]), flush=True)
+        if cluster_sizes:
+            print(f"{units[0].id}: the local pool against a Dask LocalCluster of {cluster_sizes} processes ...",
+                  flush=True)
+            cluster_rows = bench_cluster(units[0].id, students, cluster_sizes, Path(scratch) / "cluster")
     total = dict(unit="all", notebooks=sum(r["notebooks"] for r in rows), plain_s=sum(r["plain_s"] for r in rows),
                  ours_s=sum(r["ours_s"] for r in rows), plain_mb=max(r["plain_mb"] for r in rows),
                  ours_mb=max(r["ours_mb"] for r in rows), equal=all(r["equal"] for r in rows))
     table = "\n".join([HEADER] + [_row(r) for r in rows + [total]])
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     section = (f"\n## {stamp}: {psutil.cpu_count()} cores, {workers} workers\n\n{table}\n")
+    if cluster_rows:
+        section += "\n" + "\n".join([CLUSTER_HEADER] + [_cluster_row(r) for r in cluster_rows]) + "\n"
     RESULTS.parent.mkdir(exist_ok=True)
     if not RESULTS.exists():
         RESULTS.write_text("# Grading benchmarks\n\nWritten by `make bench` (autograder/bench.py); newest last.\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from . import template
 from .course import ROOT, nbgrader_api, select
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -49,9 +50,12 @@ def write_source(assignment, root):
     return path
 
 
-def generate_release(assignments, course_root):
-    """Run nbgrader generate_assignment for each assignment inside ``course_root``."""
-    api = nbgrader_api(course_root)
+def generate_release(assignments, course_root, db_url=None):
+    """Run nbgrader generate_assignment for each assignment inside ``course_root``.
+
+    This also records each assignment and its graded cells in the course's gradebook
+    (``db_url``, default ``<course_root>/gradebook.db``)."""
+    api = nbgrader_api(course_root, db_url)
     for a in assignments:
         result = api.generate_assignment(a.id, force=True, create=True)
         if not result["success"]:
@@ -105,6 +109,11 @@ def main(argv=None):
         return
     build_into(assignments, ROOT)
     print(f"built source/ and release/ for: {', '.join(a.id for a in assignments)}")
+    drift = {a.id: template.problems(source_notebook(a), a.id.split("-")[0], a.title) for a in assignments}
+    drift = {aid: found for aid, found in drift.items() if found}
+    if drift:
+        raise SystemExit("units that break the template of docs/authoring.md (tests/test_template.py fails):\n"
+                         + "\n".join(f"  {aid}: {p}" for aid, found in drift.items() for p in found))
 
 
 if __name__ == "__main__":

@@ -883,3 +883,79 @@ def check_close_hash(task, name, got, digests, *, decimals=3, hint=None):
     if not _isfinite(value) or answer_digest(f"{round(value, decimals):.{decimals}f}") not in digests:
         raise CheckFailure(f"[{task}] `{name}` = {value!r} is not right (to {decimals} decimals)."
                            + (f" Hint: {hint}" if hint else ""))
+
+
+# --- unit 1.6 ---------------------------------------------------------------------------------
+def _plain(value):
+    """A layout answer as plain Python values (ints, bools, tuples of them, or None); anything
+    else (a float, a string, an array of floats) comes back unchanged, so that it compares unequal."""
+    if value is None or isinstance(value, (bool, _bool_)):
+        return None if value is None else bool(value)
+    if isinstance(value, (int, _integer)):
+        return int(value)
+    if isinstance(value, _ndarray) and _issubdtype(value.dtype, _integer):
+        value = value.tolist()
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _has_float(value):
+    if isinstance(value, (tuple, list)):
+        return any(_has_float(v) for v in value)
+    return isinstance(value, (float, _floating)) or (isinstance(value, _ndarray) and not _issubdtype(value.dtype, _integer))
+
+
+def check_layout(task, fn, oracle, cases, *, hints=(), numpy_only=True):
+    """Compare layout numbers (ints, tuples of ints, a bool, or None) exactly with the oracle's.
+
+    For each case the student is called as ``fn(*case.args, **case.kwargs)`` and the oracle
+    (a name from :data:`autograder.oracles.ORACLES`) with the same plain arguments; lists and
+    integer arrays count as tuples, floats never equal ints. ``hints`` are callables
+    ``hint(got, expected, case) -> str | None``.
+    """
+    _bind_torch()
+    torch_fn = oracles.oracle(oracle)
+    for c in cases:
+        got = _run_case(task, c, fn, *c.args, numpy_only=numpy_only, **c.kwargs)
+        expected = _plain(torch_fn(*c.args, **c.kwargs))
+        if _has_float(got):
+            raise CheckFailure(f"[{task}] {c.describe()}: expected {expected!r}, got {got!r}: layout numbers are "
+                               "integers (a count of elements); use // and int, not /.")
+        if _plain(got) != expected:
+            msg = f"[{task}] {c.describe()}: expected {expected!r}, got {_plain(got)!r}."
+            for hint in tuple(hints):
+                text = hint(_plain(got), expected, c)
+                if text:
+                    msg += f" Hint: {text}"
+                    break
+            raise CheckFailure(msg)
+
+
+def random_layouts(seed, n, *, max_ndim=4, negative=False):
+    """``n`` seeded random layouts ``(shape, strides, offset)`` of the kinds views produce.
+
+    Shapes have 0 to ``max_ndim`` axes of size 0 to 5 (size 1 often). Strides are contiguous
+    ones, then at random permuted (a transpose), multiplied by a step (a slice), zeroed on
+    some axes (an expand), and with ``negative`` flipped in sign on some axes (NumPy's
+    ``a[::-1]``; torch has none). Offsets are 0 to 9.
+    """
+    rng = _default_rng(seed)
+    out = []
+    for _ in range(n):
+        ndim = int(rng.integers(0, max_ndim + 1))
+        shape = [int(rng.choice([0, 1, 1, 2, 3, 4, 5], p=[0.05, 0.25, 0.1, 0.2, 0.15, 0.15, 0.1])) for _ in range(ndim)]
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.insert(0, step)
+            step *= max(size, 1)
+        if ndim > 1 and rng.random() < 0.5:
+            order = rng.permutation(ndim)
+            shape, strides = [shape[i] for i in order], [strides[i] for i in order]
+        strides = [s * int(rng.choice([1, 1, 2, 3])) for s in strides]
+        strides = [0 if rng.random() < 0.15 else s for s in strides]
+        if negative:
+            strides = [-s if rng.random() < 0.4 else s for s in strides]
+        out.append((tuple(shape), tuple(strides), int(rng.integers(0, 10))))
+    return out
+

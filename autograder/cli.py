@@ -11,6 +11,14 @@ from .course import ROOT, select
 # in a fraction of a second instead of paying for nbconvert, matplotlib and the rest.
 
 
+def default_course():
+    """nbgrader's convention: the current folder when it holds ``source/``, else this repository."""
+    return str(Path.cwd()) if (Path.cwd() / "source").is_dir() else str(ROOT)
+
+
+COURSE_HELP = "the nbgrader course directory (default: the current folder if it holds source/, else this repository)"
+
+
 def _table(rows, headers):
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -71,7 +79,7 @@ def demo(args):
 def grade(args):
     options = grader.Options(workers=args.workers, timeout=args.timeout, cell_timeout=args.cell_timeout,
                              memory_mb=args.memory, nproc=args.nproc, db_url=args.db, force=args.force,
-                             progress=not args.quiet)
+                             progress=not args.quiet, cluster=args.cluster)
     started = time.perf_counter()
     records = grader.grade(args.course, args.id, options)
     elapsed = time.perf_counter() - started
@@ -139,7 +147,7 @@ def build_cmd(args):
 def bench_cmd(args):
     from . import bench
 
-    bench.run(args.ids, args.students, args.workers)
+    bench.run(args.ids, args.students, args.workers, tuple(args.cluster_sizes))
 
 
 def main(argv=None):
@@ -159,7 +167,7 @@ def main(argv=None):
 
     p = sub.add_parser("release", help="check source/ and release/ (no solutions, no hidden tests), then release to the exchange")
     p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")
-    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--course", default=default_course(), help=COURSE_HELP)
     p.add_argument("--exchange", default=None, help="nbgrader exchange root (default: <course>/exchange)")
     p.add_argument("--force", action="store_true", help="replace a different copy already in the exchange")
     p.set_defaults(func=release_cmd)
@@ -168,14 +176,14 @@ def main(argv=None):
     p.add_argument("id", help="assignment id")
     p.add_argument("--from", dest="source", required=True,
                    help="a folder of notebooks, a zip of LMS downloads, or an nbgrader exchange root")
-    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--course", default=default_course(), help=COURSE_HELP)
     p.add_argument("--regexp", default=None,
                    help="nbgrader zip_collect named regexp with a (?P<student_id>...) group, for unusual file names")
     p.set_defaults(func=collect_cmd)
 
     p = sub.add_parser("grade", help="autograde every submission of one assignment, in parallel and sandboxed")
     p.add_argument("id", help="assignment id, e.g. 1.2-softmax-cross-entropy")
-    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--course", default=default_course(), help=COURSE_HELP)
     p.add_argument("--workers", type=int, default=grader.Options.workers,
                    help="parallel grading processes (default: the number of cores)")
     p.add_argument("--timeout", type=float, default=grader.Options.timeout,
@@ -187,12 +195,15 @@ def main(argv=None):
     p.add_argument("--db", default=None,
                    help="gradebook URL (default: sqlite:///<course>/gradebook.db; postgresql://... works the same)")
     p.add_argument("--force", action="store_true", help="regrade every submission, not only the changed ones")
+    p.add_argument("--cluster", default=None,
+                   help="grade on a Dask cluster: a scheduler address (tcp://HOST:8786), or local:N for a "
+                        "LocalCluster of N processes; --workers is then unused (default: this machine's pool)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=grade)
 
     p = sub.add_parser("feedback", help="one HTML feedback file per student, hidden tests' code removed, messages kept")
     p.add_argument("id", help="assignment id")
-    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--course", default=default_course(), help=COURSE_HELP)
     p.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     p.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
     p.add_argument("--workers", type=int, default=grader.Options.workers,
@@ -202,7 +213,7 @@ def main(argv=None):
 
     p = sub.add_parser("report", help="the instructor's HTML report and an LMS grades CSV")
     p.add_argument("id", help="assignment id")
-    p.add_argument("--course", default=str(ROOT), help="the nbgrader course directory (default: this repository)")
+    p.add_argument("--course", default=default_course(), help=COURSE_HELP)
     p.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     p.set_defaults(func=report_cmd)
 
@@ -210,6 +221,8 @@ def main(argv=None):
     p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")
     p.add_argument("--students", type=int, default=40, help="submissions per unit (default: 40)")
     p.add_argument("--workers", type=int, default=None, help="workers for autograder grade (default: the number of cores)")
+    p.add_argument("--cluster-sizes", type=int, nargs="*", default=[1, 2, 4],
+                   help="Dask LocalCluster sizes to time against the local pool on the first unit (none: skip)")
     p.set_defaults(func=bench_cmd)
 
     args = parser.parse_args(argv)

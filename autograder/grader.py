@@ -45,6 +45,7 @@ class Options:
     db_url: str = None
     force: bool = False
     progress: bool = True
+    cluster: str = None  # a Dask scheduler address, or local:N; None grades on this machine's pool
 
 
 def fingerprint(submission_dir, source_notebook):
@@ -125,11 +126,41 @@ def grade(course_root, assignment_id, options=None):
     db_url = options.db_url or state.sqlite_url(root)
     with _run_lock(root, assignment_id):
         sandbox.preflight()
+        ensure_registered(root, assignment_id, db_url)
         jobs, _ = plan(root, assignment_id, db_url, options.force)
         for job in jobs:
             job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc)
-        _run(root, jobs, options)
+        if options.cluster:
+            from . import cluster
+
+            with _progress(len(jobs), options.progress) as bar:
+                cluster.grade(root, jobs, options, bar)
+        else:
+            _run(root, jobs, options)
     return state.load(db_url, assignment_id)
+
+
+def ensure_registered(root, assignment_id, db_url):
+    """Make sure the gradebook knows the assignment, as ``autograder release`` would have done.
+
+    nbgrader's autograde needs the assignment and its graded cells in the gradebook. An
+    assignment that was never released there is registered from ``<root>/source/<id>``; with no
+    source notebook either, grading stops with one line that says what to run.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gb:
+        try:
+            gb.find_assignment(assignment_id)
+            return
+        except MissingEntry:
+            pass
+    if not BY_ID[assignment_id].source_path(root).is_file():
+        raise SystemExit(f"{assignment_id} is not in the course at {root} (no source/{assignment_id}): "
+                         f"run `autograder release {assignment_id} --course {root}` first")
+    from . import build
+
+    build.generate_release([BY_ID[assignment_id]], root, db_url)
 
 
 def _progress(total, enabled):

@@ -20,6 +20,9 @@ from . import catalogue
 from .course import BY_ID, ROOT, nbgrader_api
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+HIDDEN_START = "### BEGIN HIDDEN TESTS"
+# Printed by a test cell of a measuring course when its visible part has passed (see mark_hidden_tests).
+VISIBLE_PASSED = "<<the visible checks of this cell passed>>"
 
 
 def sample_class(aid):
@@ -128,17 +131,59 @@ def apply_variant(nb, variant, assignment_id, root=ROOT):
     return nb
 
 
-def prepare_course(course_root, assignment_id, db_url=None):
+def mark_hidden_tests(nb):
+    """``nb`` with a line after each ``### BEGIN HIDDEN TESTS`` that prints :data:`VISIBLE_PASSED`.
+
+    Graded with it, a failed test cell whose output lacks the marker failed in its visible
+    part, the part a self-study learner runs: :func:`visible_failures` reads that back.
+    """
+    for c in nb.cells:
+        if c.cell_type != "code" or not c.metadata.get("nbgrader", {}).get("grade"):
+            continue
+        lines = []
+        for line in c.source.split("\n"):
+            lines.append(line)
+            if line.strip() == HIDDEN_START:
+                lines.append(line[: len(line) - len(line.lstrip())] + f"print({VISIBLE_PASSED!r})")
+        c.source = "\n".join(lines)
+    return nb
+
+
+def visible_failures(course_root, assignment_id, student):
+    """The test cells of a graded submission that failed before their hidden part started.
+
+    Only meaningful in a course prepared with ``mark_hidden=True``. A test cell with no hidden
+    part is visible as a whole.
+    """
+    a = BY_ID[assignment_id]
+    nb = nbformat.read(Path(course_root) / "autograded" / student / a.id / f"{a.notebook}.ipynb", as_version=4)
+    out = set()
+    for c in nb.cells:
+        meta = c.metadata.get("nbgrader", {})
+        if c.cell_type != "code" or not meta.get("grade"):
+            continue
+        failed = any(o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr") for o in c.outputs)
+        printed = "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream" and o.name == "stdout")
+        if failed and VISIBLE_PASSED not in printed:
+            out.add(meta["grade_id"])
+    return out
+
+
+def prepare_course(course_root, assignment_id, db_url=None, mark_hidden=False):
     """Copy the repo's source notebook into a scratch course and release it there.
 
     Afterwards the course's gradebook knows the assignment and its cells. Returns the
-    ``NbGraderAPI`` for the course.
+    ``NbGraderAPI`` for the course. With ``mark_hidden``, the test cells mark where their hidden
+    part starts (:func:`mark_hidden_tests`), for measuring what the visible checks catch.
     """
     a = BY_ID[assignment_id]
     src = Path(course_root) / "source" / a.id
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(ROOT / "source" / a.id, src)
+    if mark_hidden:
+        path = src / f"{a.notebook}.ipynb"
+        nbformat.write(mark_hidden_tests(nbformat.read(path, as_version=4)), path)
     api = nbgrader_api(course_root, db_url)
     result = api.generate_assignment(a.id, force=True, create=True)
     if not result["success"]:

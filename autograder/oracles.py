@@ -160,6 +160,178 @@ def oracle(name_or_fn):
     except KeyError:
         raise KeyError(f"no torch oracle named {name_or_fn!r}; known: {sorted(ORACLES)}") from None
 
+
+# --- unit 1.6 ---------------------------------------------------------------------------------
+# Layout oracles: each takes the exercise's plain arguments (tuples of ints, and for
+# read_through_layout a NumPy storage) and returns what torch reports, as Python ints and
+# tuples: (shape, strides, offset) for the view-making functions. Torch has no negative
+# strides, so a layout with one is answered by NumPy instead (same rules, strides in bytes
+# divided by the item size): these oracles say which library answered in ``layout_judge``.
+import numpy as _np  # noqa: E402  (the NumPy side of the layout oracles)
+
+_arange = torch.arange
+_as_strided = torch.as_strided
+_empty_strided = torch.empty_strided
+_empty = torch.empty
+_int64 = torch.int64
+_np_arange = _np.arange
+_np_as_strided = _np.lib.stride_tricks.as_strided
+_np_asarray = _np.asarray
+_np_transpose = _np.transpose
+_np_swapaxes = _np.swapaxes
+
+
+def layout_judge(strides):
+    """Which library answers for a layout: "torch", or "numpy" where a stride is negative."""
+    return "numpy" if any(s < 0 for s in strides) else "torch"
+
+
+def _extent(shape, strides, offset):
+    """(lowest, highest) storage position a layout reads (offset alone for an empty layout)."""
+    low = high = offset
+    if 0 in shape:
+        return low, high
+    for n, s in zip(shape, strides):
+        if s > 0:
+            high += (n - 1) * s
+        else:
+            low += (n - 1) * s
+    return low, high
+
+
+def _torch_layout(shape, strides, offset=0):
+    """A torch tensor with exactly this layout over a storage holding 0, 1, 2, ... (int64)."""
+    _, high = _extent(shape, strides, offset)
+    return _as_strided(_arange(high + 1, dtype=_int64), tuple(shape), tuple(strides), offset)
+
+
+def _numpy_layout(shape, strides, offset=0):
+    """A NumPy view with this layout (strides may be negative) and its base, over 0, 1, 2, ..."""
+    low, high = _extent(shape, strides, offset)
+    base = _np_arange(high - min(low, 0) + 1, dtype=_np.int64)
+    start = base[offset - min(low, 0):]
+    return _np_as_strided(start, tuple(shape), tuple(s * base.itemsize for s in strides)), base, -min(low, 0)
+
+
+def _describe(t):
+    return tuple(t.shape), tuple(t.stride()), int(t.storage_offset())
+
+
+def _describe_numpy(view, base, shift):
+    size = base.itemsize
+    pointer = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return (tuple(int(n) for n in view.shape), tuple(int(s) // size for s in view.strides),
+            int(pointer // size - shift))
+
+
+def _layout_op(shape, strides, offset, torch_op, numpy_op):
+    if layout_judge(strides) == "torch":
+        return _describe(torch_op(_torch_layout(shape, strides, offset)))
+    view, base, shift = _numpy_layout(shape, strides, offset)
+    return _describe_numpy(numpy_op(view), base, shift)
+
+
+def _wrap(dim, ndim):
+    return dim % ndim if ndim else 0
+
+
+def _slice_index(ndim, dim, start, stop, step):
+    return (slice(None),) * _wrap(dim, ndim) + (slice(start, stop, step),)
+
+
+def _numpy_slice(a, dim, start, stop, step):
+    """NumPy's slice, where it agrees with torch: torch moves the offset of an empty slice to its
+    start, NumPy does not, so an empty slice of a layout with negative strides has no answer."""
+    index = _slice_index(a.ndim, dim, start, stop, step)
+    out = a[index]
+    if out.size == 0:
+        raise ValueError("an empty slice of a layout with negative strides: NumPy and torch disagree on its offset")
+    return out
+
+
+def _contiguous_strides(shape):
+    return tuple(_empty(tuple(shape), device="meta").stride())
+
+
+def _element_offset(index, strides, storage_offset=0):
+    shape = tuple(i + 1 for i in index)
+    if layout_judge(strides) == "torch":
+        return int(_torch_layout(shape, strides, storage_offset)[tuple(index)])
+    view, base, shift = _numpy_layout(shape, strides, storage_offset)
+    return int(view[tuple(index)]) - shift
+
+
+def _is_contiguous(shape, strides):
+    if layout_judge(strides) == "torch":
+        return bool(_empty_strided(tuple(shape), tuple(strides), device="meta").is_contiguous())
+    return bool(_numpy_layout(shape, strides)[0].flags.c_contiguous)
+
+
+def _view_strides(shape, strides, new_shape):
+    """The strides of ``t.view(new_shape)``, or None where torch refuses the view (it raises
+    RuntimeError "view size is not compatible with input tensor's size and stride")."""
+    t = _torch_layout(shape, strides)
+    try:
+        return tuple(t.view(tuple(new_shape)).stride())
+    except RuntimeError as exc:
+        if "view size is not compatible" in str(exc):
+            return None
+        raise ValueError(str(exc)) from None
+
+
+def _read_through_layout(storage, shape, strides, offset):
+    storage = _np_asarray(storage)
+    if layout_judge(strides) == "torch":
+        return _as_strided(_as_tensor(storage), tuple(shape), tuple(strides), offset).clone()
+    step = storage.itemsize
+    return _as_tensor(_np_as_strided(storage[offset:], tuple(shape), tuple(s * step for s in strides)).copy())
+
+
+def _chain(t, ops):
+    """``t`` after a chain of views: ``ops`` is a list of (name, args) with the layout functions'
+    arguments (expand: (new_shape,); slice: (dim, start, stop, step); permute: (dims,);
+    transpose: (dim0, dim1))."""
+    for name, args in ops:
+        if name == "expand":
+            t = t.expand(tuple(args[0]))
+        elif name == "slice":
+            t = t[_slice_index(t.ndim, *args)]
+        elif name == "permute":
+            t = t.permute(tuple(args[0]))
+        elif name == "transpose":
+            t = t.transpose(*args)
+        else:
+            raise ValueError(f"unknown view {name!r}")
+    return t
+
+
+ORACLES.update({
+    "contiguous_strides": _contiguous_strides,
+    "element_offset": _element_offset,
+    "is_contiguous": _is_contiguous,
+    "transpose_layout": lambda shape, strides, dim0, dim1, offset=0: _layout_op(
+        shape, strides, offset, lambda t: t.transpose(dim0, dim1), lambda a: _np_swapaxes(a, dim0, dim1)),
+    "permute_layout": lambda shape, strides, dims, offset=0: _layout_op(
+        shape, strides, offset, lambda t: t.permute(tuple(dims)), lambda a: _np_transpose(a, tuple(dims))),
+    "slice_layout": lambda shape, strides, offset, dim, start, stop, step: _layout_op(
+        shape, strides, offset, lambda t: t[_slice_index(t.ndim, dim, start, stop, step)],
+        lambda a: _numpy_slice(a, dim, start, stop, step)),
+    # expand has torch's rules only: NumPy's broadcast_to zeroes the stride of a size-1 axis that
+    # stays size 1, where torch keeps it, so there is no NumPy answer for negative strides.
+    "expand_layout": lambda shape, strides, new_shape, offset=0: _describe(
+        _torch_layout(shape, strides, offset).expand(tuple(new_shape))),
+    "view_strides": _view_strides,
+    "read_through_layout": _read_through_layout,
+    "chain_layout": lambda shape, strides, offset, ops: _describe(_chain(_torch_layout(shape, strides, offset), ops)),
+    "chain_values": lambda storage, shape, strides, offset, ops: _chain(
+        _as_strided(storage, tuple(shape), tuple(strides), offset), ops).clone(),
+    "shares_storage": lambda t1, t2: (t1.untyped_storage().data_ptr() == t2.untyped_storage().data_ptr()
+                                      and t1.untyped_storage().data_ptr() != 0),
+    # the engine's view ops (forward functions, for autograd)
+    "slice": lambda x, dim, start=None, stop=None, step=None: x[_slice_index(x.ndim, dim, start, stop, step)],
+    "expand": lambda x, shape: x.expand(tuple(shape)),
+})
+
 # --- unit 1.2 ---
 ORACLES["softmax_backward"] = lambda z, grad_out, axis=-1: _vjp(lambda t: _softmax(t, dim=axis), (z,), grad_out)
 ORACLES["silu_backward"] = lambda x, grad_out: _vjp(_silu, (x,), grad_out)

@@ -359,6 +359,11 @@ class Sandbox:
         config.KernelManager.connection_file = str(self.dirs["conn"] / "kernel.json")
         config.KernelManager.ip = str(self.dirs["conn"] / "kernel-ipc")
 
+    def stop(self):
+        """Kill the zygote and every kernel now (a notebook past its time limit); the next job starts
+        a fresh zygote."""
+        self._stop()
+
     def close(self):
         self._stop()
         if self._previous_path is None:

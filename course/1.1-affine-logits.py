@@ -649,28 +649,28 @@ logit_gap = np.log(0.7 / 0.1)
 from autograder import checks
 # The answers are stored as digests (checks.close_digests) so that this cell does not print them:
 # a value passes when it rounds, to 3 decimals, to the answer or a neighbour (within about 1e-3).
-checks.check_close_hash("logits_probabilities", "p_from_logit", p_from_logit, ("36da33f726e4ea51a6a9e5f411ac1b62a7d4089eebc7f24df8d3d8858c12d7fb",
-    "88c31da5d6f5989f4450a93dea60911f211315a0b3cbba3673ca3e39ec5cf69f",
-    "a7e650be62fdeea96637bd4da7c81668e65bf813eaf7c23442e5be006047b98b"),
-                        hint="a single logit z gives the probability sigmoid(z) = 1 / (1 + exp(-z)).")
-checks.check_close_hash("logits_probabilities", "logit_for_p", logit_for_p, ("34cb38d3471ccd546c621f3af34bb60985d43f273021274030a9aa1817ea1add",
-    "2efb87f813b4dfb23df643f6e0bff1bc3243028ab386e6a06d0bb514055c8af4",
-    "584edc46d4b9eb28c22166cee76d1944f444e7422de0dc4a8fcb36f10d8679fa"),
-                        hint="invert p = sigmoid(z): the logit is the log-odds log(p / (1 - p)).")
-checks.check_close_hash("logits_probabilities", "logit_gap", logit_gap, ("24abb3f911aee09e5e9a154d97918ab2f3f40d30826e38f37890b641a3840427",
-    "fde53b182a3254fdef1ebf4e96c28f85cb913ef79b50c508e48415f107d989bb",
-    "a781acf586198cb03269d581eb3f5f35e0b0780e2c711721c7d0dda2e04b318b"),
-                        hint="log p_c = z_c - logsumexp(z): the constant cancels in a difference of two classes.")
+hints = {"p_from_logit": "a single logit z gives the probability sigmoid(z) = 1 / (1 + exp(-z)).",
+         "logit_for_p": "invert p = sigmoid(z): the logit is the log-odds log(p / (1 - p)).",
+         "logit_gap": "log p_c = z_c - logsumexp(z): the constant cancels in a difference of two classes."}
+digests = {"p_from_logit": ("36da33f726e4ea51a6a9e5f411ac1b62a7d4089eebc7f24df8d3d8858c12d7fb",
+                      "88c31da5d6f5989f4450a93dea60911f211315a0b3cbba3673ca3e39ec5cf69f",
+                      "a7e650be62fdeea96637bd4da7c81668e65bf813eaf7c23442e5be006047b98b"),
+           "logit_for_p": ("34cb38d3471ccd546c621f3af34bb60985d43f273021274030a9aa1817ea1add",
+                      "2efb87f813b4dfb23df643f6e0bff1bc3243028ab386e6a06d0bb514055c8af4",
+                      "584edc46d4b9eb28c22166cee76d1944f444e7422de0dc4a8fcb36f10d8679fa"),
+           "logit_gap": ("24abb3f911aee09e5e9a154d97918ab2f3f40d30826e38f37890b641a3840427",
+                      "fde53b182a3254fdef1ebf4e96c28f85cb913ef79b50c508e48415f107d989bb",
+                      "a781acf586198cb03269d581eb3f5f35e0b0780e2c711721c7d0dda2e04b318b")}
+for name, answer in [("p_from_logit", p_from_logit), ("logit_for_p", logit_for_p), ("logit_gap", logit_gap)]:
+    checks.check_close_hash("logits_probabilities", name, answer, digests[name], hint=hints[name])
 ### BEGIN HIDDEN TESTS
 # The sigmoid, its inverse (the log-odds) and softmax's log-ratio, with the numbers of the question;
 # 1e-3: four decimals (0.8808, 1.3863, 1.9459), or three.
 z, p, probs = 2.0, 0.8, np.array([0.7, 0.2, 0.1])
-checks.check_value("logits_probabilities", "p_from_logit", p_from_logit, 1 / (1 + np.exp(-z)), atol=1e-3,
-                   hint="a single logit z gives the probability sigmoid(z) = 1 / (1 + exp(-z)).")
-checks.check_value("logits_probabilities", "logit_for_p", logit_for_p, np.log(p / (1 - p)), atol=1e-3,
-                   hint="invert p = sigmoid(z): the logit is the log-odds log(p / (1 - p)).")
-checks.check_value("logits_probabilities", "logit_gap", logit_gap, np.log(probs[0] / probs[2]), atol=1e-3,
-                   hint="log p_c = z_c - logsumexp(z): the constant cancels in a difference of two classes.")
+for name, got, expected in [("p_from_logit", p_from_logit, 1 / (1 + np.exp(-z))),
+                            ("logit_for_p", logit_for_p, np.log(p / (1 - p))),
+                            ("logit_gap", logit_gap, np.log(probs[0] / probs[2]))]:
+    checks.check_value("logits_probabilities", name, got, expected, atol=1e-3, hint=hints[name])
 ### END HIDDEN TESTS
 
 
@@ -1082,16 +1082,20 @@ def act_backward_32(seed, extreme):
 silu_extreme = [-1e4, -1e3, -100.0, -88.8, -17.0, -2.4, 0.0, 2.4, 17.0, 88.8, 100.0, 1e3, 1e4]
 checks.check_vjp("silu_backward", silu_backward, "silu", [checks.case("worked example", np.array([-1.0, 0.0, 2.0]))],
                  upstream=np.full(3, 3.0), names=["x"])
-checks.check_vjp("silu_backward", silu_backward, "silu", act_backward_cases(200), names=["x"], seed=200)
-checks.check_vjp("silu_backward", silu_backward, "silu",
-                 [checks.case("|x| up to 1e3 (exp(-x) overflows float64 past 709.8)", np.array(silu_extreme[1:-1]))],
-                 names=["x"], seed=201)
-checks.against_torch("silu_backward", silu_backward, "silu_backward", act_backward_32(202, silu_extreme))
+
+
+def silu_families(seed, extreme):
+    """Random shapes (float64, against torch and central differences), extremes, and float32."""
+    checks.check_vjp("silu_backward", silu_backward, "silu", act_backward_cases(seed), names=["x"], seed=seed)
+    checks.check_vjp("silu_backward", silu_backward, "silu",
+                     [checks.case("|x| up to 1e3 (exp(-x) overflows float64 past 709.8)", np.array(extreme[1:-1])),
+                      checks.case("0-d, very negative", np.asarray(extreme[1]))], names=["x"], seed=seed + 1)
+    checks.against_torch("silu_backward", silu_backward, "silu_backward", act_backward_32(seed + 2, extreme))
+
+
+silu_families(200, silu_extreme)
 ### BEGIN HIDDEN TESTS
-checks.check_vjp("silu_backward", silu_backward, "silu", act_backward_cases(210), names=["x"], seed=210)
-checks.check_vjp("silu_backward", silu_backward, "silu", [checks.case("0-d, very negative", np.asarray(-1e3))],
-                 names=["x"], seed=211)
-checks.against_torch("silu_backward", silu_backward, "silu_backward", act_backward_32(212, silu_extreme[::-1]))
+silu_families(210, silu_extreme[::-1])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1141,20 +1145,24 @@ gelu_extreme = [-1e4, -1e3, -50.0, -10.0, -3.0, -0.75, 0.0, 0.75, 3.0, 10.0, 50.
 checks.check_vjp("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh",
                  [checks.case("worked example", np.array([-1.0, 0.0, 2.0]))], upstream=np.full(3, 3.0), names=["x"],
                  hints=[missing_chain_hint])
-checks.check_vjp("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh", act_backward_cases(220), names=["x"], seed=220,
-                 hints=[missing_chain_hint])
-checks.check_vjp("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh",
-                 [checks.case("where the tanh bends (|x| up to 4)", np.linspace(-4, 4, 17))], names=["x"], seed=221,
-                 hints=[missing_chain_hint])
-checks.against_torch("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh_backward", act_backward_32(222, gelu_extreme),
+
+
+def gelu_families(seed, extreme):
+    """Random shapes, where the tanh bends, large |x| (float64, against torch and central differences), float32."""
+    bends = np.linspace(-4, 4, 17) + 0.1 * checks.randn(seed, 17)
+    checks.check_vjp("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh", act_backward_cases(seed), names=["x"],
+                     seed=seed, hints=[missing_chain_hint])
+    checks.check_vjp("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh",
+                     [checks.case("where the tanh bends (|x| up to 4)", bends),
+                      checks.case("large |x|", np.array(extreme[1:-1]))], names=["x"], seed=seed + 1,
                      hints=[missing_chain_hint])
+    checks.against_torch("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh_backward", act_backward_32(seed + 2, extreme),
+                         hints=[missing_chain_hint])
+
+
+gelu_families(220, gelu_extreme)
 ### BEGIN HIDDEN TESTS
-checks.check_vjp("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh", act_backward_cases(230), names=["x"], seed=230,
-                 hints=[missing_chain_hint])
-checks.check_vjp("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh",
-                 [checks.case("large |x|", np.array(gelu_extreme[1:-1]))], names=["x"], seed=231, hints=[missing_chain_hint])
-checks.against_torch("gelu_tanh_backward", gelu_tanh_backward, "gelu_tanh_backward",
-                     act_backward_32(232, gelu_extreme[::-1]), hints=[missing_chain_hint])
+gelu_families(230, gelu_extreme[::-1])
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1410,14 +1418,13 @@ linear_768_3072_params = 768 * 3072 + 3072
 # %% nbgrader={"grade": true, "grade_id": "test_linear_params", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
 # Stored as a digest (checks.answer_digest), so that this cell does not print the answer.
+hint = "nn.Linear(in, out) has an (out, in) weight and a bias of size out, not in."
 checks.check_hash("linear_params", "linear_768_3072_params", linear_768_3072_params,
-                  "3b428298b1deec0282aaa696c711f23770f1060824f21b1d58d36f5e7daaf2a1",
-                  hint="nn.Linear(in, out) has an (out, in) weight and a bias of size out, not in.")
+                  "3b428298b1deec0282aaa696c711f23770f1060824f21b1d58d36f5e7daaf2a1", hint=hint)
 ### BEGIN HIDDEN TESTS
 # A (3072, 768) weight and a (3072,) bias: in * out + out, exactly.
 n_in, n_out = 768, 3072
-checks.check_value("linear_params", "linear_768_3072_params", linear_768_3072_params, n_in * n_out + n_out,
-                   hint="nn.Linear(in, out) has an (out, in) weight and a bias of size out, not in.")
+checks.check_value("linear_params", "linear_768_3072_params", linear_768_3072_params, n_in * n_out + n_out, hint=hint)
 ### END HIDDEN TESTS
 
 

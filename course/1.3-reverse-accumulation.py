@@ -837,6 +837,10 @@ checks.check_function("tanh_relu", ReLU, "relu", relu_kink_cases(142), saves=rel
 #
 # Every tensor reachable from the root through `.inputs` belongs in the order, including leaves
 # that do not require grad (constants such as the `2.0` in `x * 2.0`).
+#
+# ### Exercise `topological_order`
+#
+# Write `topological_order(root)`, iteratively, with the stack in a Python list.
 
 # %% nbgrader={"grade": false, "grade_id": "topological_order", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def topological_order(root):
@@ -904,12 +908,12 @@ def check_order(root, what):
 
 def random_dag(seed, n_nodes):
     """Leaves (some constants), then nodes with 1 to 3 inputs, often repeated, mostly from recent nodes."""
-    rng = np.random.default_rng(seed)
+    gen = np.random.default_rng(seed)
     nodes = [Tensor(np.zeros(()), requires_grad=bool(i % 3)) for i in range(4)]
     for _ in range(n_nodes):
         recent = max(0, len(nodes) - 6)
-        picks = [int(rng.integers(recent if rng.random() < 0.7 else 0, len(nodes)))
-                 for _ in range(int(rng.integers(1, 4)))]
+        picks = [int(gen.integers(recent if gen.random() < 0.7 else 0, len(nodes)))
+                 for _ in range(int(gen.integers(1, 4)))]
         nodes.append(Node.apply(*[nodes[i] for i in picks]))
     return nodes[-1]
 
@@ -931,13 +935,16 @@ check_order(Node.apply(x, x), "x * x")
 assert check_order(x, "a single leaf") == [x], "[topological_order] the order of a lone leaf is [leaf]."
 c = Tensor(np.ones(()))  # a constant input is a node too
 check_order(Node.apply(Node.apply(x, c), c, x), "a graph with a constant")
-for seed in range(5):
-    check_order(random_dag(seed, 40), f"random graph (seed {seed})")
+def check_random_graphs(seeds):
+    for seed in seeds:
+        check_order(random_dag(seed, 40), f"random graph (seed {seed})")
+
+
+check_random_graphs(range(5))
 # 10,000 operations in a row: an explicit stack needs no deeper Python calls than a small graph.
 assert len(check_order(chain(10_000), "a chain of 10,000 operations")) == 10_001
 ### BEGIN HIDDEN TESTS
-for seed in range(100, 120):
-    check_order(random_dag(seed, 40), f"random graph (seed {seed})")
+check_random_graphs(range(100, 120))
 check_order(Node.apply(x, x, x), "a node using the same input three times")
 assert len(check_order(chain(6_000, width=2), "a ladder of 6,000 diamonds")) == 6_001
 assert len(check_order(chain(12_000), "a chain of 12,000 operations")) == 12_001
@@ -977,6 +984,10 @@ assert len(check_order(chain(12_000), "a chain of 12,000 operations")) == 12_001
 # visits `L, r, q, y, x`. The dictionary goes `{L: 1}` → `{r: 6, q: 8}` → `{q: 14, x: 6}` →
 # `{x: 48, y: 28}`, and finally `y.grad = 28`, `x.grad = 48`. The figure at the end of the notebook
 # replays this sweep, step by step, with our own code.
+#
+# ### Exercise `backward`
+#
+# Write `backward(root, grad=None)`, following the four rules above; `Tensor.backward` calls it.
 
 # %% nbgrader={"grade": false, "grade_id": "backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def backward(root, grad=None):
@@ -1200,19 +1211,17 @@ cube_terms = 3
 # %% nbgrader={"grade": true, "grade_id": "test_fan_out", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
 # Stored as hashes (checks.answer_digest), so that the cell does not print the answers.
+square_hint, cube_hint = ("Mul has two inputs, and in x * x both of them are x.",
+                          "count the input slots holding x in both Mul nodes.")
 checks.check_hash("fan_out", "square_terms", square_terms,
-                  "d4735e3a265e16eee03f59718b9b5d03019c07d8b6c51f90da3a666eec13ab35",
-                  hint="Mul has two inputs, and in x * x both of them are x.")
+                  "d4735e3a265e16eee03f59718b9b5d03019c07d8b6c51f90da3a666eec13ab35", hint=square_hint)
 checks.check_hash("fan_out", "cube_terms", cube_terms,
-                  "4e07408562bedb8b60ce05c1decfe3ad16b72230967de01f640b7e4729b49fce",
-                  hint="count the input slots holding x in both Mul nodes.")
+                  "4e07408562bedb8b60ce05c1decfe3ad16b72230967de01f640b7e4729b49fce", hint=cube_hint)
 ### BEGIN HIDDEN TESTS
 # A node sends one term per input slot: Mul(x, x) fills both slots with x; Mul(x * x, x) fills one.
 inner_slots, outer_slots = 2, 1
-checks.check_value("fan_out", "square_terms", square_terms, inner_slots,
-                   hint="Mul has two inputs, and in x * x both of them are x.")
-checks.check_value("fan_out", "cube_terms", cube_terms, inner_slots + outer_slots,
-                   hint="count the input slots holding x in both Mul nodes.")
+checks.check_value("fan_out", "square_terms", square_terms, inner_slots, hint=square_hint)
+checks.check_value("fan_out", "cube_terms", cube_terms, inner_slots + outer_slots, hint=cube_hint)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -120,3 +120,36 @@ def test_sigkill_halfway_then_rerun_gives_exactly_one_clean_grade_each(mixed_cla
         cells = conn.execute(sa.text("select count(*) from grade_cells")).scalar()
     engine.dispose()
     assert rows == cells * len(mixed_class), "a submission has a missing or a duplicated grade"
+
+
+def test_grade_registers_an_assignment_that_was_never_released(mixed_class, plain_scores, tmp_path):
+    """An instructor who copies source/ in and grades at once gets grades, not nbgrader's
+    "No such assignment" traceback."""
+    (tmp_path / "source").mkdir()
+    grading.shutil.copytree(BY_ID[AID].source_path().parent, tmp_path / "source" / AID)
+    ref = {"reference": mixed_class["reference"]}
+    for student, nb in ref.items():
+        grading.submit(tmp_path, AID, student, nb)
+    records = grader.grade(tmp_path, AID, _options(state.sqlite_url(tmp_path)))
+    assert records["reference"].status == "graded", records["reference"].reason
+    assert grading.read_grades(state.sqlite_url(tmp_path), AID)["reference"] == plain_scores["reference"]
+
+
+def test_grade_without_the_source_says_in_one_line_what_to_run(mixed_class, tmp_path):
+    grading.submit(tmp_path, AID, "reference", mixed_class["reference"])
+    cmd = [sys.executable, "-m", "autograder", "grade", AID, "--course", str(tmp_path), "--quiet"]
+    out = subprocess.run(cmd, env=nbgrader_env(), capture_output=True, text=True)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines() == [
+        f"{AID} is not in the course at {tmp_path} (no source/{AID}): "
+        f"run `autograder release {AID} --course {tmp_path}` first"]
+
+
+def test_course_defaults_to_the_current_folder_when_it_holds_source(tmp_path, monkeypatch):
+    from autograder import cli
+    from autograder.course import ROOT
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.default_course() == str(ROOT)
+    (tmp_path / "source").mkdir()
+    assert cli.default_course() == str(tmp_path)

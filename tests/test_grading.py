@@ -7,7 +7,10 @@ each expectation is its own test:
 
 * the reference scores full marks on every autograded cell, the blank release scores 0;
 * each catalogued mistake loses points on every test cell it names;
-* each correct alternative keeps full marks.
+* each correct alternative keeps full marks;
+* the visible checks alone (what a self-study learner runs) catch at least 95% of the mistakes:
+  the scratch course marks where each test cell's hidden part starts, so a test cell that failed
+  before that mark failed visibly.
 """
 import tempfile
 from pathlib import Path
@@ -21,18 +24,28 @@ UNITS = [a for a in authored() if catalogue.load(a.id)]
 _RESULTS = {}
 
 
-def grades(aid):
+def graded(aid):
+    """``(scores, visible failures)`` per student of the unit's sample class, graded once."""
     if aid not in _RESULTS:
         with tempfile.TemporaryDirectory(prefix="grading-") as course:
             course = Path(course).resolve()
-            grading.prepare_course(course, aid)
+            grading.prepare_course(course, aid, mark_hidden=True)
             for student, nb in grading.sample_class(aid).items():
                 grading.submit(course, aid, student, nb)
             records = grader.grade(course, aid, grader.Options(progress=False))
             failed = {s: r.reason for s, r in records.items() if r.status != "graded"}
             assert not failed, f"submissions that could not be graded: {failed}"
-            _RESULTS[aid] = grading.read_grades(state.sqlite_url(course), aid)
+            scores = grading.read_grades(state.sqlite_url(course), aid)
+            visible = {s: grading.visible_failures(course, aid, s) for s in records}
+            _RESULTS[aid] = scores, visible
     return _RESULTS[aid]
+
+
+def grades(aid):
+    return graded(aid)[0]
+
+
+VISIBLE_SHARE = 0.95
 
 
 def _variant_params(kind):
@@ -82,3 +95,19 @@ def test_correct_alternative_keeps_full_marks(aid, variant):
     scores = grades(aid)[grading.student_name(variant)]
     lost = {k: s for k, s in scores.items() if s[0] != s[1]}
     assert not lost, f"{variant.name} is correct but lost points: {lost}"
+
+
+@pytest.mark.parametrize("aid", UNIT_PARAMS)
+def test_visible_checks_catch(aid):
+    """A self-study learner's only grader is the visible part of each test cell."""
+    visible = graded(aid)[1]
+    mistakes = [v for v in catalogue.load(aid) if v.is_mistake]
+    missed = [v.name for v in mistakes if not visible[grading.student_name(v)]]
+    share = 1 - len(missed) / len(mistakes)
+    assert share >= VISIBLE_SHARE, (
+        f"the visible checks catch {share:.0%} of {len(mistakes)} catalogued mistakes; they miss {missed}")
+
+
+@pytest.mark.parametrize("aid", UNIT_PARAMS)
+def test_the_reference_passes_every_visible_check(aid):
+    assert not graded(aid)[1]["reference"]
