@@ -83,6 +83,8 @@
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
+
+# The checks compare our code with PyTorch, which loads (a few seconds) when the first test cell runs.
 from autograder import checks
 
 # %% [markdown]
