@@ -336,6 +336,9 @@ def _value_hint(got, expected, kind, rtol, atol):
             if kind == "grad" and abs(k - 2) < 1e-6:
                 return ("twice the expected gradient: is one path counted twice, or were gradients "
                         "left over from an earlier backward call?")
+            if kind == "grad":
+                return (f"every element is off by the same factor {k:.6g}: a factor is missing or extra in a "
+                        "backward rule (a swapped operand, a local derivative, the divisor of a mean).")
             return (f"every element is off by the same factor {k:.6g}: check the divisor of your "
                     "reduction (the mean divides by the number of counted elements).")
     return None
