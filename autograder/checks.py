@@ -12,9 +12,13 @@ the failure looks like a known mistake, a hint.
 
 Guarantees the grader relies on:
 
-* **Frozen references.** Every NumPy and torch callable used here is bound when this module is
-  imported. A notebook that later rebinds ``np.allclose``, ``np.testing.assert_allclose`` or
-  ``torch.allclose`` cannot change a verdict (this module never calls them anyway). The
+* **Frozen references.** Every NumPy callable used here is bound when this module is imported,
+  and every torch callable (with :mod:`autograder.oracles`) when torch is first needed: at
+  :func:`seal`, which the grading kernel calls before any notebook code runs, at import when
+  torch is already loaded, or else at the first check that compares with torch. Importing torch
+  takes seconds, and a notebook's setup cell should not freeze for them. A notebook that later
+  rebinds ``np.allclose``, ``np.testing.assert_allclose`` or ``torch.allclose`` cannot change a
+  verdict (this module never calls them anyway). The
   builtins (``abs``, ``float``, ``isinstance``...) are a private copy too: a notebook that
   assigns to ``builtins.abs`` changes its own ``abs``, not this module's.
 * **Sealed while grading.** The grading kernel calls :func:`seal` before any notebook code runs:
@@ -49,9 +53,6 @@ from contextlib import contextmanager as _contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
-
-from . import oracles
 
 # --- frozen references ------------------------------------------------------------------
 # Functions defined below look builtins up in this copy, taken before any notebook code ran.
@@ -80,17 +81,12 @@ _integer = np.integer
 _bool_ = np.bool_
 _issubdtype = np.issubdtype
 _ndarray = np.ndarray
-_Tensor = torch.Tensor
-_as_tensor = torch.as_tensor
-_torch_grad = torch.autograd.grad
-_torch_float64 = torch.float64
 _errstate = np.errstate
 _ones = np.ones
 _float64 = np.float64
 _float32 = np.float32
 _number = np.number
 _inf = np.inf
-_no_grad = torch.no_grad
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
 _gettrace = sys.gettrace
@@ -98,6 +94,30 @@ _catch_warnings = warnings.catch_warnings
 _clear_frames = traceback.clear_frames
 _simplefilter = warnings.simplefilter
 _sha256 = hashlib.sha256
+_modules = sys.modules
+# Bound by _bind_torch(), once, the first time torch is needed (see the module docstring).
+torch = oracles = _Tensor = _as_tensor = _torch_grad = _no_grad = None
+
+
+def _bind_torch():
+    """Import torch and the oracles and bind their callables, once."""
+    global torch, oracles, _Tensor, _as_tensor, _torch_grad, _no_grad
+    if oracles is not None:
+        return
+    import torch as _torch_module
+
+    from . import oracles as _oracles
+    torch, _Tensor, _as_tensor = _torch_module, _torch_module.Tensor, _torch_module.as_tensor
+    _torch_grad, _no_grad = _torch_module.autograd.grad, _torch_module.no_grad
+    oracles = _oracles
+    _warm_up()
+
+
+def _is_tensor(x):
+    """Whether ``x`` is a torch tensor, without importing torch for a notebook that never did."""
+    if oracles is None and "torch" in _modules:
+        _bind_torch()
+    return _Tensor is not None and isinstance(x, _Tensor)
 
 FD_EPS = 1e-6
 DEFAULT_TOL = {  # (rtol, atol), see the module docstring for the reasoning
@@ -205,12 +225,26 @@ def _delegation_hook(found):
             name = frame.f_globals.get("__name__", "")
             if _forbidden_name(name) and frame.f_code not in _ALLOWED_CODE:
                 found.append(f"{name}.{frame.f_code.co_name}")
+            elif frame.f_code.co_name in _COUNTING and name.startswith("numpy"):
+                _note_bool_count(frame)
         elif event == "c_call":
             mod = getattr(arg, "__module__", None) or ""
             owner = type(getattr(arg, "__self__", None))
             if _forbidden_name(mod) or _forbidden_name(getattr(owner, "__module__", "")):
                 found.append(f"{mod or owner.__name__}.{getattr(arg, '__name__', '?')}")
     return hook
+
+
+# NumPy's Python-level functions that count a boolean mask into an int64 (``mask.sum()`` runs
+# ``_methods._sum``): the dtype message names them when float32 became float64.
+_COUNTING = {"_sum": "mask.sum()", "sum": "np.sum(mask)", "count_nonzero": "np.count_nonzero(mask)"}
+_BOOL_COUNTS = []  # what the last student call counted, filled by the NumPy-only hook
+
+
+def _note_bool_count(frame):
+    a = frame.f_locals.get("a")
+    if isinstance(a, _ndarray) and a.dtype == _bool_ and not _BOOL_COUNTS:
+        _BOOL_COUNTS.append(_COUNTING[frame.f_code.co_name])
 
 
 def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs):
@@ -221,6 +255,7 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
     """
     _refuse_tracers(task)
     found = []
+    _BOOL_COUNTS.clear()
     previous = _getprofile()
     with _catch_warnings(record=True) as caught, _delegation_reported(task, found):
         _simplefilter("always")
@@ -250,8 +285,9 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
         raise CheckFailure(
             f"[{task}] your code emitted {w.category.__name__}: {w.message}. A correct solution runs "
             "without warnings (nbgrader fails a test cell that writes to stderr)."
-            + (" Overflow usually means exp() of a large number: shift by the maximum first."
-               if "overflow" in str(w.message) else ""))
+            + (" Overflow means exp() of a large number: exponentiate only numbers <= 0. In softmax or "
+               "logsumexp, shift by the maximum first; in a sigmoid (SiLU, BCE), use e = exp(-|x|): "
+               "1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0." if "overflow" in str(w.message) else ""))
     return result
 
 
@@ -313,7 +349,8 @@ def _value_hint(got, expected, kind, rtol, atol):
     """A guess at the mistake behind a value mismatch, or None."""
     if _np_any(~_isfinite(got) & _isfinite(expected)):
         return ("your result has nan or inf where PyTorch's is finite: an exp() overflowed or a log "
-                "saw 0. Shift by the maximum (or use logsumexp) before exponentiating.")
+                "saw 0. Exponentiate only numbers <= 0: shift by the maximum (or use logsumexp) in softmax, "
+                "exp(-|x|) in a sigmoid.")
     mask = _abs(expected) > 1e-8
     if _np_any(mask) and _np_all(_isfinite(got)):
         ratios = got[mask] / expected[mask]
@@ -323,10 +360,14 @@ def _value_hint(got, expected, kind, rtol, atol):
                 return "the sign is flipped."
             if kind == "grad" and abs(k - 0.5) < 1e-6:
                 return ("half the expected gradient: a node reached by two paths (as in x * x) must "
-                        "receive the sum of both contributions. Accumulate with += instead of =.")
+                        "receive the sum of both contributions before it passes its gradient on: accumulate "
+                        "with += instead of =, and visit each node after all of its consumers.")
             if kind == "grad" and abs(k - 2) < 1e-6:
                 return ("twice the expected gradient: is one path counted twice, or were gradients "
                         "left over from an earlier backward call?")
+            if kind == "grad":
+                return (f"every element is off by the same factor {k:.6g}: a factor is missing or extra in a "
+                        "backward rule (a swapped operand, a local derivative, the divisor of a mean).")
             return (f"every element is off by the same factor {k:.6g}: check the divisor of your "
                     "reduction (the mean divides by the number of counted elements).")
     return None
@@ -340,7 +381,7 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
     exercise; the first one that answers is appended to the message, before the generic hints.
     """
     where = f"[{task}] {case}: " if case else f"[{task}] "
-    if isinstance(got, _Tensor):
+    if _is_tensor(got):
         raise CheckFailure(f"{where}{name} is a torch.Tensor; return a NumPy array.")
     if got is None:
         raise CheckFailure(f"{where}{name} is None; did the function forget to return a value?")
@@ -361,9 +402,14 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
             msg += " Same number of elements: check keepdims, reshapes or a missing transpose."
         raise CheckFailure(msg)
     if check_dtype and got_arr.dtype != exp_arr.dtype:
+        if _BOOL_COUNTS and got_arr.dtype == _float64 and exp_arr.dtype == _float32:
+            cause = (f"your code counted a boolean mask with {_BOOL_COUNTS[0]}, which returns a NumPy int64, and "
+                     "float32 / int64 is float64: divide by int(count), a Python int, which keeps float32.")
+        else:
+            cause = "look for a float64 constant or array that promotes the result."
         raise CheckFailure(
             f"{where}{name} has dtype {got_arr.dtype}, expected {exp_arr.dtype}. PyTorch keeps the input's "
-            "dtype (float32 in, float32 out); look for a float64 constant or array that promotes the result.")
+            f"dtype (float32 in, float32 out); {cause}")
     if rtol is None or atol is None:
         key = "float32" if exp_arr.dtype == _float32 else "float64"
         rtol = DEFAULT_TOL[key][0] if rtol is None else rtol
@@ -409,7 +455,7 @@ def _to_torch(a, requires_grad=False):
 
 
 def _to_numpy(t):
-    return t.detach().numpy() if isinstance(t, _Tensor) else _asarray(t)
+    return t.detach().numpy() if _is_tensor(t) else _asarray(t)
 
 
 def _torch_forward(fn, args, kwargs, grad_positions=()):
@@ -429,6 +475,7 @@ def against_torch(task, fn, oracle, cases, *, rtol=None, atol=None, check_dtype=
     ``oracle`` is a name from :data:`autograder.oracles.ORACLES` (in notebooks, always a name)
     or a callable taking torch tensors. Outputs may be one array or a tuple of arrays.
     """
+    _bind_torch()
     torch_fn = oracles.oracle(oracle)
     for c in cases:
         got = _run_case(task, c, fn, *[_copy(a) for a in c.args], numpy_only=numpy_only,
@@ -516,39 +563,57 @@ def _assert_zero(task, c, grads, wrt, names=None):
                 f"but its largest entry is {float(_np_max(_abs(g)))!r}. Multiply by the incoming grad.")
 
 
+def _layout_tol(dtype):
+    """(rtol, atol) between results on a non-contiguous input and on its contiguous copy.
+
+    The same formula may add its terms in another order on another memory layout (BLAS blocks
+    a strided matrix differently), so the two may differ by a few ulps of each term: about 1e-15
+    relative in float64 and 1e-6 in float32 (eps 1.2e-7). A layout bug (reading the strides
+    wrongly) is off by the size of the values themselves."""
+    return (1e-5, 1e-6) if dtype == _float32 else (1e-12, 1e-12)
+
+
 def check_vjp(task, backward_fn, oracle, cases, *, wrt=None, upstream=True, seed=0, hints=(),
               names=None, fd=True, numpy_only=True):
     """Check a hand-derived backward function against torch autograd and central differences.
 
     For each case the student is called as ``backward_fn(*case.args, grad_out, **case.kwargs)``
     (or without ``grad_out`` when ``upstream`` is False, for losses: the upstream gradient is
-    then 1, or ones for ``reduction="none"``) and must return one gradient per position in
+    then 1, or ones for ``reduction="none"``; an array ``upstream`` is the ``grad_out`` of every
+    case, a worked example's numbers) and must return one gradient per position in
     ``wrt`` (default: every float argument). The oracle is the forward function. Also checked:
     a zero upstream gradient gives zero gradients, and non-contiguous inputs give the same
     gradients as contiguous ones.
     """
+    _bind_torch()
     torch_fn = oracles.oracle(oracle)
+    given = isinstance(upstream, _ndarray)
+    passes_grad = given or bool(upstream)
     for n, c in enumerate(cases):
         args = tuple(_copy(a) for a in c.args)
         w = tuple(i for i, a in enumerate(args) if _is_float_array(a)) if wrt is None else tuple(wrt)
         _, out = _torch_forward(torch_fn, args, c.kwargs)
         shape = _to_numpy(out).shape
-        g_out = randn(seed * 7919 + n, *shape) if upstream else _ones(shape)
+        if given:  # a given upstream gradient, e.g. a worked example's
+            g_out = upstream.astype(_float64)
+        else:
+            g_out = randn(seed * 7919 + n, *shape) if upstream else _ones(shape)
         _, expected = _torch_vjp(torch_fn, args, c.kwargs, w, g_out)
 
         def call(xs, g):
-            extra = (g,) if upstream else ()
+            extra = (g,) if passes_grad else ()
             return _outputs(_run_case(task, c, backward_fn, *xs, *extra, numpy_only=numpy_only, **c.kwargs))
 
         got = call(args, g_out.astype(args[w[0]].dtype))
         _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
-        if upstream:
+        if passes_grad:
             _assert_zero(task, c, call(tuple(_copy(a) for a in c.args), _zeros_like(g_out)), w, names)
         noncontig = tuple(strided(a) if _is_float_array(a) else a for a in c.args)
         again = call(noncontig, g_out.astype(args[w[0]].dtype))
+        rtol, atol = _layout_tol(args[w[0]].dtype)
         for k, i in enumerate(w):
             assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
-                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=1e-12, atol=1e-12,
+                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol,
                          kind="grad")
 
 
@@ -588,7 +653,7 @@ def _same_saved(saved, expected):
 
 
 def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), names=None, fd=True,
-                   numpy_only=True):
+                   numpy_only=True, upstream=None):
     """Check a ``Function`` subclass: forward, saved values and backward.
 
     ``Fn.forward(ctx, *case.args, **case.kwargs)`` is compared with the torch oracle;
@@ -596,7 +661,9 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
     and central differences; a zero ``grad`` must give zero gradients; non-contiguous inputs
     must give the same results. ``saves(*args, out=..., **kwargs)`` returns the list of
     acceptable tuples of saved values (e.g. ``[(a, b)]``, or two options for ReLU's input or mask).
+    ``upstream``, an array, replaces the random upstream ``grad`` (a worked example's numbers).
     """
+    _bind_torch()
     torch_fn = oracles.oracle(oracle)
     for n, c in enumerate(cases):
         args = tuple(_copy(a) for a in c.args)
@@ -610,12 +677,19 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
         _, expected_out = _torch_forward(torch_fn, c.args, c.kwargs)
         _compare_outputs(task, c, out, expected_out, None, None, True, hints, names=["forward output"])
         if saves is not None:
-            options = saves(*c.args, out=_to_numpy(expected_out), **c.kwargs)
+            expected_np = _to_numpy(expected_out)
+            options = saves(*c.args, out=expected_np, **c.kwargs)
             if not any(_same_saved(ctx.saved, opt) for opt in options):
+                known = [(f"the input {names[i] if names else i}", a) for i, a in enumerate(c.args)
+                         if isinstance(a, _ndarray)] + [("the output", expected_np)]
                 raise CheckFailure(
-                    f"[{task}] {c.describe()}: forward saved {_describe_saved(ctx.saved)}, but this op should "
-                    f"save {' or '.join(_describe_saved(o) for o in options)}. Save exactly what backward needs.")
-        g_out = randn(seed * 7919 + n, *_to_numpy(expected_out).shape)
+                    f"[{task}] {c.describe()}: forward saved {_describe_saved(ctx.saved, known)}, but this op "
+                    f"should save {' or '.join(_describe_saved(o, known) for o in options)}. Save exactly what "
+                    "backward needs.")
+        if upstream is None:
+            g_out = randn(seed * 7919 + n, *_to_numpy(expected_out).shape)
+        else:
+            g_out = _asarray(upstream, dtype=_float64)
         _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
         got = _outputs(_run_case(task, c, Fn.backward, ctx, g_out, numpy_only=numpy_only))
         _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
@@ -623,18 +697,25 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
         _assert_zero(task, c, _outputs(_run_case(task, c, Fn.backward, ctx0, _zeros_like(g_out), numpy_only=numpy_only)), w, names)
         ctx_s, out_s = forward(tuple(strided(a) if _is_float_array(a) else a for a in c.args))
         again = _outputs(_run_case(task, c, Fn.backward, ctx_s, g_out, numpy_only=numpy_only))
+        rtol, atol = _layout_tol(_asarray(out).dtype)
         assert_close(out_s, out, task=task, case=c.describe() + " with non-contiguous inputs",
-                     name="forward output", rtol=1e-12, atol=1e-12)
+                     name="forward output", rtol=rtol, atol=atol)
         for k, i in enumerate(w):
             assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
-                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=1e-12, atol=1e-12,
+                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol,
                          kind="grad")
 
 
-def _describe_saved(values):
+def _describe_saved(values, known=()):
+    """``(the input x, the output)``: each saved array named by the case value it equals, if any."""
     def one(v):
         if isinstance(v, _ndarray):
-            return f"array{tuple(v.shape)}"
+            if v.dtype == _bool_:
+                return f"a boolean mask{tuple(v.shape)}"
+            for label, a in known:
+                if _same_saved((v,), (a,)):
+                    return label
+            return f"an array{tuple(v.shape)} that is neither an input nor the output"
         return repr(v)
     return "(" + ", ".join(one(v) for v in values) + ")"
 
@@ -647,6 +728,7 @@ def check_graph(task, Tensor, build, leaves, *, names=None, seed=0, hints=(), fd
     float64 arrays; each leaf's ``.grad`` is compared with torch autograd and with central
     differences of torch's forward.
     """
+    _bind_torch()
     names = names or [f"leaf {i}" for i in range(len(leaves))]
     c = Case(f"graph (seed {seed})", tuple(leaves))
 
@@ -755,6 +837,7 @@ def seal():
     run unsealed.
     """
     global DEFAULT_TOL
+    _bind_torch()  # before any notebook code can have changed torch
     if isinstance(oracles, _SealedModule):
         return
     DEFAULT_TOL = types.MappingProxyType(dict(DEFAULT_TOL))
@@ -772,7 +855,66 @@ def _warm_up():
     _torch_grad(x * x, [x], _as_tensor([1.0]))
 
 
-_warm_up()
+if "torch" in _modules:  # already paid for: bind now, before any more notebook code runs
+    _bind_torch()
+
+
+# --- unit 1.3 ---------------------------------------------------------------------------------
+def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
+    """:func:`run_student`, failing when the student's code nests Python calls more than
+    ``max_depth`` deep, as a recursive graph walk does (one call per node). The depth is counted
+    by the profiler hook, so raising ``sys.setrecursionlimit`` does not help."""
+    depth = [0, 0]  # current, deepest
+    found = []
+    inner = _delegation_hook(found)
+
+    def hook(frame, event, arg):
+        if event == "call":
+            depth[0] += 1
+            depth[1] = max(depth[1], depth[0])
+        elif event == "return":
+            depth[0] -= 1
+        inner(frame, event, arg)
+
+    def probe(*a, **k):  # the hook starts inside this frame, so only the student's calls are seen
+        _setprofile(hook)
+        try:
+            return fn(*a, **k)
+        finally:
+            _setprofile(None)
+
+    with _delegation_reported(task, found):
+        result = run_student(task, probe, *args, numpy_only=False, **kwargs)
+    if depth[1] > max_depth:
+        raise CheckFailure(
+            f"[{task}] on {what} your code nested {depth[1]:,} Python calls inside each other (at most "
+            f"{max_depth} expected): that is recursion, one call per node. Keep the nodes still to visit in an "
+            "explicit stack (a Python list) instead; raising the recursion limit only moves the crash to a "
+            "deeper graph.")
+    return result
+
+
+# --- concept checks with a tolerance, without printing the answer -----------------------------
+def close_digests(value, decimals=3):
+    """The stored form of a numeric concept-check answer: the digests (:func:`answer_digest`) of
+    ``value`` rounded to ``decimals`` places, and of its two neighbours on that grid."""
+    step = 10.0 ** -decimals
+    return tuple(answer_digest(f"{round(value + k * step, decimals):.{decimals}f}") for k in (-1, 0, 1))
+
+
+def check_close_hash(task, name, got, digests, *, decimals=3, hint=None):
+    """A numeric concept check that does not print its answer: ``got`` rounded to ``decimals``
+    places must be the stored answer or one of its grid neighbours (:func:`close_digests`), that is,
+    within about one unit of the last decimal."""
+    if got is None or got is Ellipsis:
+        raise CheckFailure(f"[{task}] set `{name}` to your answer.")
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        raise CheckFailure(f"[{task}] `{name}` should be a number, got {got!r}.") from None
+    if not _isfinite(value) or answer_digest(f"{round(value, decimals):.{decimals}f}") not in digests:
+        raise CheckFailure(f"[{task}] `{name}` = {value!r} is not right (to {decimals} decimals)."
+                           + (f" Hint: {hint}" if hint else ""))
 
 
 # --- unit 1.4 ---
@@ -851,6 +993,7 @@ def check_layout(task, fn, oracle, cases, *, hints=(), numpy_only=True, normaliz
     applied to both answers before they are compared (for example, to mark the strides of
     size-1 axes, which are never used, as free).
     """
+    _bind_torch()
     torch_fn = oracles.oracle(oracle)
     keep = normalize or (lambda value, c: value)
     for c in cases:

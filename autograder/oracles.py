@@ -28,6 +28,7 @@ _relu = torch.relu
 _sigmoid = torch.sigmoid
 _matmul = torch.matmul
 _zeros = torch.zeros
+_ones_like = torch.ones_like
 _linear = F.linear
 _silu = F.silu
 _gelu = F.gelu
@@ -57,12 +58,12 @@ def _mean(x, axis=None, keepdims=False):
     return x.mean(dim=axis, keepdim=keepdims)
 
 
-def _cross_entropy_backward(logits, target, reduction="mean", ignore_index=-100):
-    """d/d(logits) of F.cross_entropy, of the sum of the losses for ``reduction="none"``, by autograd."""
+def _cross_entropy_backward(logits, target, reduction="mean", ignore_index=-100, grad=None):
+    """d/d(logits) of F.cross_entropy times the upstream ``grad`` (of the loss's shape; None: ones), by autograd."""
     x = logits.detach().requires_grad_(True)
     with _enable_grad():
         loss = _cross_entropy(x, target, reduction=reduction, ignore_index=ignore_index)
-        (g,) = _grad(loss.sum(), [x])
+        (g,) = _grad(loss, [x], _ones_like(loss) if grad is None else _as_tensor(grad, dtype=loss.dtype))
     return g
 
 
@@ -705,3 +706,9 @@ def torch_engine(**changes):
     for name in ENGINE_OPS:
         getattr(ns, name).engine = ns
     return ns
+
+
+# --- unit 1.2 ---
+ORACLES["softmax_backward"] = lambda z, grad_out, axis=-1: _vjp(lambda t: _softmax(t, dim=axis), (z,), grad_out)
+ORACLES["silu_backward"] = lambda x, grad_out: _vjp(_silu, (x,), grad_out)
+ORACLES["gelu_tanh_backward"] = lambda x, grad_out: _vjp(lambda t: _gelu(t, approximate="tanh"), (x,), grad_out)

@@ -13,7 +13,7 @@ PART = re.compile(r"^## (\d+)\. (.*)$", re.M)
 PART_POINTS = re.compile(r"\((\d+) points?\)")
 HIDDEN_START = "### BEGIN HIDDEN TESTS"
 SOLUTION_START = "### BEGIN SOLUTION"
-VISIBLE_CONCEPT_CHECKS = ("checks.check_value(", "checks.check_hash(")
+VISIBLE_CONCEPT_CHECKS = ("checks.check_value(", "checks.check_hash(", "checks.check_close_hash(")
 
 
 def _meta(cell):
@@ -140,8 +140,8 @@ def problems(nb, number, title):
     for task, sources in test_sources.items():
         concept = any(h == ("Concept check", task) for h in _headings(cells))
         if concept and not any(s in src for src in sources for s in VISIBLE_CONCEPT_CHECKS):
-            out.append(f"concept check `{task}` must be checked visibly (checks.check_value or checks.check_hash "
-                       f"before {HIDDEN_START})")
+            out.append(f"concept check `{task}` must be checked visibly (checks.check_value, checks.check_hash or "
+                       f"checks.check_close_hash before {HIDDEN_START})")
     if table and graded != table:
         wrong = sorted(t for t in set(graded) | set(table) if graded.get(t) != table.get(t))
         out.append("the points table does not match the graded cells for: "

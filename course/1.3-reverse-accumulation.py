@@ -9,58 +9,76 @@
 # `loss.backward()` on any expression built from our nine operations fills in `x.grad` for every
 # input `x`, and the grader compares the result with PyTorch and with finite differences.
 #
-# **Goals.** After this unit we can
+# ## Learning goals
 #
-# - draw the computation graph of an expression and read off which value was computed from which;
-# - write the backward rule of an operation as a vector-Jacobian product, and decide what the
-#   operation must save during its forward pass so that backward can run;
-# - explain why one reverse pass gives the whole gradient of a scalar loss, while forward mode needs
-#   one pass per input;
-# - order a graph topologically without recursion, and run reverse accumulation over it, summing
-#   the contributions of every path, with PyTorch's rules for the seed, for leaves and for repeated
-#   calls.
+# After this unit we can:
 #
-# **Readings.**
+# 1. draw the computation graph of an expression and read off which value was computed from which;
+# 2. write the backward rule of an operation as a vector-Jacobian product, and decide what the
+#    operation must save during its forward pass so that backward can run;
+# 3. explain why one reverse pass gives the whole gradient of a scalar loss, while forward mode needs
+#    one pass per input;
+# 4. order a graph topologically without recursion, and run reverse accumulation over it, summing
+#    the contributions of every path, with PyTorch's rules for the seed, for leaves and for repeated
+#    calls;
+# 5. train the MLP of unit 1.1 with the loss of unit 1.2 on our own engine, and see that its
+#    gradients are the ones we derived by hand.
 #
-# - Understanding Deep Learning (Prince), chapter 7 "Gradients and initialization": the sections on
-#   computing derivatives, the toy example and the backpropagation algorithm.
+# ## Readings
+#
+# - **Understanding Deep Learning** (Prince), chapter 7 "Gradients and initialization": the
+#   sections on computing derivatives, the toy example and the backpropagation algorithm.
 #   <https://udlbook.github.io/udlbook/>
-# - D2L, section 2.5 "Automatic Differentiation" and section 5.3 "Forward Propagation, Backward
-#   Propagation, and Computational Graphs". <https://d2l.ai/chapter_preliminaries/autograd.html>,
+# - **Dive into Deep Learning**, section 2.5 "Automatic Differentiation" and section 5.3 "Forward
+#   Propagation, Backward Propagation, and Computational Graphs".
+#   <https://d2l.ai/chapter_preliminaries/autograd.html>,
 #   <https://d2l.ai/chapter_multilayer-perceptrons/backprop.html>
-# - PyTorch, "Autograd mechanics" (how autograd records the graph, saved tensors) and "Extending
-#   torch.autograd" (the `Function` / `ctx` design we copy).
+# - **PyTorch documentation**, "Autograd mechanics" (how autograd records the graph, saved
+#   tensors) and "Extending torch.autograd" (the `Function` / `ctx` design we copy).
 #   <https://pytorch.org/docs/stable/notes/autograd.html>,
 #   <https://pytorch.org/docs/stable/notes/extending.html>
-# - Andrej Karpathy's micrograd, a reverse-mode engine for scalars in about a hundred lines. Our
+# - Andrej Karpathy's **micrograd**, a reverse-mode engine for scalars in about a hundred lines. Our
 #   engine has the same shape, with arrays instead of scalars and one class per operation.
 #   <https://github.com/karpathy/micrograd>
+# - **External drills** (the course outline's "external-tests"): TensorTonic's *Build Micrograd
+#   from Scratch* study plan, its problems on value graphs, reverse mode and accumulation, solved
+#   in a blank file with their local tests kept as evidence; and, as one changed-prompt drill,
+#   Deep-ML's problem 26 *Basic Autograd Operations*.
 # - Optional: Baydin, Pearlmutter, Radul and Siskind, "Automatic differentiation in machine
 #   learning: a survey" (JMLR, 2018), section 3, for forward and reverse mode side by side.
 #
-# **How this notebook works.** Each exercise has a cell with `raise NotImplementedError()` where
-# our code goes, followed by a test cell. The test cell runs a few visible checks; when the notebook
-# is graded, hidden checks run in the same cell and compare our results with PyTorch, and every
-# gradient also with central finite differences, on seeded random inputs. Solutions use NumPy only:
-# a solution that hands the work to torch earns no points for that exercise.
+# ## How this notebook works
 #
-# | Exercise | What we write | Points |
+# Each exercise has a heading with its task ID, the math, a worked example, a cell for our code
+# (with `raise NotImplementedError()` where our code goes) and a test cell. The test cells run
+# visible checks, with the same kinds of cases as the grader: random shapes, 0-d and size-1
+# arrays, non-contiguous inputs, random and zero upstream gradients, and PyTorch's exact rules.
+# When the notebook is graded, hidden checks rerun them with other seeds and compare with
+# PyTorch, and every gradient also with central finite differences. Two rules hold throughout:
+#
+# - **NumPy only.** A solution that hands the work to torch earns no points for that exercise.
+# - **No warnings.** A NumPy `RuntimeWarning` fails the check: nbgrader gives no points to a
+#   test cell that writes to stderr.
+#
+# | part | task | points |
 # |---|---|---|
-# | `add_mul_neg` | the `Add`, `Mul` and `Neg` Functions | 8 |
-# | `matmul` | the `MatMul` Function | 8 |
-# | `sum` | the `Sum` Function (`axis`, `keepdims`) | 8 |
-# | `exp_log` | the `Exp` and `Log` Functions | 8 |
-# | `tanh_relu` | the `Tanh` and `ReLU` Functions | 8 |
-# | `topological_order` | an iterative topological sort of the graph | 12 |
-# | `backward` | reverse accumulation (two test cells: gradients, and PyTorch's rules) | 14 + 12 |
-# | `passes`, `fan_out` | concept checks | 4 + 3 |
-# | `explain_saved`, `explain_accumulate` | short written answers, graded by hand | 10 + 5 |
+# | 2 | concept check `passes` | 4 |
+# | 4 | `add_mul_neg` | 8 |
+# | 4 | `matmul` | 8 |
+# | 4 | `sum` | 8 |
+# | 4 | `exp_log` | 8 |
+# | 4 | `tanh_relu` | 8 |
+# | 4 | `explain_saved` (written, graded by hand) | 10 |
+# | 5 | `topological_order` | 12 |
+# | 6 | `backward` (two test cells: gradients, and PyTorch's rules) | 14 + 12 |
+# | 6 | concept check `fan_out` | 3 |
+# | 6 | `explain_accumulate` (written, graded by hand) | 5 |
+# | | **total** | **100** |
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
-import sys
-
 import numpy as np
 
+# The checks compare our code with PyTorch, which loads (a few seconds) when the first test cell runs.
 from autograder import checks
 
 # %% [markdown]
@@ -145,6 +163,49 @@ from autograder import checks
 # backward has used them. These are the values each operation *saves for backward*, and choosing
 # them well is part of every exercise below.
 #
+# ### Concept check `passes`
+#
+# A *pass* is one sweep through the graph, forward or reverse. Set each variable to a whole number.
+#
+# - `reverse_passes`, `forward_passes`: for $f : \mathbb{R}^{1000} \to \mathbb{R}$, how many reverse
+#   passes, and how many forward-mode passes, give the full gradient?
+# - `jacobian_reverse_passes`, `jacobian_forward_passes`: the same for the full Jacobian of
+#   $g : \mathbb{R}^{10} \to \mathbb{R}^{1000}$.
+
+# %% nbgrader={"grade": false, "grade_id": "passes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+reverse_passes = None           # reverse passes for the gradient of f: R^1000 -> R
+forward_passes = None           # forward-mode passes for the same gradient
+jacobian_reverse_passes = None  # reverse passes for the Jacobian of g: R^10 -> R^1000
+jacobian_forward_passes = None  # forward-mode passes for the same Jacobian
+### BEGIN SOLUTION
+reverse_passes = 1
+forward_passes = 1000
+jacobian_reverse_passes = 1000
+jacobian_forward_passes = 10
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "test_passes", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
+from autograder import checks
+# Stored as hashes (checks.answer_digest) so that the cell does not print the answers: one reverse
+# pass per output (a row of the Jacobian), one forward pass per input (a column).
+hint = "one reverse pass per output, one forward pass per input (section 2)."
+checks.check_hash("passes", "reverse_passes", reverse_passes,
+                  "6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b", hint=hint)
+checks.check_hash("passes", "forward_passes", forward_passes,
+                  "40510175845988f13f6162ed8526f0b09f73384467fa855e1e79b44a56562a58", hint=hint)
+checks.check_hash("passes", "jacobian_reverse_passes", jacobian_reverse_passes,
+                  "40510175845988f13f6162ed8526f0b09f73384467fa855e1e79b44a56562a58", hint=hint)
+checks.check_hash("passes", "jacobian_forward_passes", jacobian_forward_passes,
+                  "4a44dc15364204a80fe80e9039455cc1608281820fe2b24f1e5233ade6af1dd5", hint=hint)
+### BEGIN HIDDEN TESTS
+# The same answers computed from the question's sizes: n_in inputs, n_out outputs.
+for n_in, n_out, rev, fwd in [(1000, 1, reverse_passes, forward_passes),
+                              (10, 1000, jacobian_reverse_passes, jacobian_forward_passes)]:
+    checks.check_value("passes", "a reverse pass count", rev, n_out, hint=hint)
+    checks.check_value("passes", "a forward pass count", fwd, n_in, hint=hint)
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## 3. The machinery we are given
 #
 # The next cell (locked) gives three small classes, modelled on `torch.autograd`:
@@ -376,24 +437,32 @@ class Neg(Function):
 # %% nbgrader={"grade": true, "grade_id": "test_add_mul_neg", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
 # Forward against torch, the saved values, and backward against torch autograd and central
-# differences with a random upstream grad, a zero upstream grad and non-contiguous inputs.
-worked_x, worked_y = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+# differences; each check also runs a zero upstream grad and non-contiguous inputs.
+worked_x, worked_y, worked_grad = np.array([1.0, 2.0]), np.array([3.0, -1.0]), np.array([0.5, 2.0])
+binary_shapes = [((3, 4), (3, 4)), ((), ()), ((1, 5), (1, 5)), ((2, 1, 3), (2, 1, 3))]
 checks.check_function("add_mul_neg", Add, "add", [checks.case("Add, worked example", worked_x, worked_y)],
-                      saves=lambda x, y, out: [()], names=["x", "y"])
+                      saves=lambda x, y, out: [()], names=["x", "y"], upstream=worked_grad)
 checks.check_function("add_mul_neg", Mul, "mul", [checks.case("Mul, worked example", worked_x, worked_y)],
-                      saves=lambda x, y, out: [(x, y)], names=["x", "y"])
+                      saves=lambda x, y, out: [(x, y)], names=["x", "y"], upstream=worked_grad)
 checks.check_function("add_mul_neg", Neg, "neg", [checks.case("Neg, worked example", worked_x)],
-                      saves=lambda x, out: [()], names=["x"])
-### BEGIN HIDDEN TESTS
-binary_shapes = [((3, 4), (3, 4)), ((1, 5), (1, 5)), ((), ()), ((2, 1, 3), (2, 1, 3)), ((4,), (4,))]
+                      saves=lambda x, out: [()], names=["x"], upstream=worked_grad)
 checks.check_function("add_mul_neg", Add, "add", checks.random_cases(1, binary_shapes, label="Add"),
                       saves=lambda x, y, out: [()], names=["x", "y"], seed=1)
 checks.check_function("add_mul_neg", Mul, "mul", checks.random_cases(2, binary_shapes, label="Mul"),
                       saves=lambda x, y, out: [(x, y)], names=["x", "y"], seed=2)
-checks.check_function("add_mul_neg", Neg, "neg",
-                      checks.random_cases(3, [((3, 4),), ((1,),), ((),), ((2, 1, 3),)], label="Neg"),
+checks.check_function("add_mul_neg", Neg, "neg", checks.random_cases(3, [((3, 4),), ((),), ((1, 5),)], label="Neg"),
                       saves=lambda x, out: [()], names=["x"], seed=3)
+### BEGIN HIDDEN TESTS
+binary_shapes = [((4, 3), (4, 3)), ((1, 1), (1, 1)), ((), ()), ((2, 3, 1), (2, 3, 1)), ((5,), (5,))]
+checks.check_function("add_mul_neg", Add, "add", checks.random_cases(101, binary_shapes, label="Add"),
+                      saves=lambda x, y, out: [()], names=["x", "y"], seed=101)
+checks.check_function("add_mul_neg", Mul, "mul", checks.random_cases(102, binary_shapes, label="Mul"),
+                      saves=lambda x, y, out: [(x, y)], names=["x", "y"], seed=102)
+checks.check_function("add_mul_neg", Neg, "neg",
+                      checks.random_cases(103, [((4, 3),), ((1,),), ((),), ((2, 3, 1),)], label="Neg"),
+                      saves=lambda x, out: [()], names=["x"], seed=103)
 ### END HIDDEN TESTS
+
 
 # %% [markdown]
 # ### Exercise `matmul`: `MatMul`
@@ -433,16 +502,19 @@ class MatMul(Function):
 
 # %% nbgrader={"grade": true, "grade_id": "test_matmul", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
+matmul_saves = lambda A, B, out: [(A, B)]  # noqa: E731
 checks.check_function("matmul", MatMul, "matmul",
                       [checks.case("worked example", np.array([[1.0, 2.0]]), np.array([[3.0], [4.0]]))],
-                      saves=lambda A, B, out: [(A, B)], names=["A", "B"])
-checks.check_function("matmul", MatMul, "matmul", checks.random_cases(10, [((3, 4), (4, 2))]),
-                      saves=lambda A, B, out: [(A, B)], names=["A", "B"])
+                      saves=matmul_saves, names=["A", "B"], upstream=np.array([[2.0]]))
+checks.check_function("matmul", MatMul, "matmul",
+                      checks.random_cases(10, [((3, 4), (4, 2)), ((1, 3), (3, 1)), ((3, 3), (3, 3))]),
+                      saves=matmul_saves, names=["A", "B"], seed=10)
 ### BEGIN HIDDEN TESTS
 matmul_shapes = [((2, 5), (5, 3)), ((1, 3), (3, 1)), ((1, 1), (1, 1)), ((4, 1), (1, 5)), ((3, 3), (3, 3))]
 checks.check_function("matmul", MatMul, "matmul", checks.random_cases(11, matmul_shapes),
-                      saves=lambda A, B, out: [(A, B)], names=["A", "B"], seed=11)
+                      saves=matmul_saves, names=["A", "B"], seed=11)
 ### END HIDDEN TESTS
+
 
 # %% [markdown]
 # ### Exercise `sum`: `Sum`
@@ -492,27 +564,34 @@ class Sum(Function):
 
 # %% nbgrader={"grade": true, "grade_id": "test_sum", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
+sum_saves = lambda x, out, **options: [(x.shape,)]  # noqa: E731
 sum_x = np.arange(6.0).reshape(2, 3)
-checks.check_function("sum", Sum, "sum",
-                      [checks.case("worked example, axis=1", sum_x, axis=1),
-                       checks.case("every element", sum_x)],
-                      saves=lambda x, out, **options: [(x.shape,)], names=["x"])
+checks.check_function("sum", Sum, "sum", [checks.case("worked example, axis=1", sum_x, axis=1)],
+                      saves=sum_saves, names=["x"], upstream=np.array([10.0, 20.0]))
+
+
+def sum_cases(seed):
+    """Every axis option on random inputs: square inputs catch a gradient stretched along the wrong axis."""
+    x34, x33 = checks.randn(seed, 3, 4), checks.randn(seed + 1, 3, 3)
+    return [
+        checks.case("every element", x34),
+        checks.case("axis=0", x34, axis=0),
+        checks.case("axis=-1, keepdims", x34, axis=-1, keepdims=True),
+        checks.case("axis=None, keepdims", x34, axis=None, keepdims=True),
+        checks.case("square input, axis=1", x33, axis=1),
+        checks.case("square input, axis=0, keepdims", x33, axis=0, keepdims=True),
+        checks.case("size-1 axis", checks.randn(seed + 2, 2, 1, 3), axis=1),
+        checks.case("3-D, axis=2", checks.randn(seed + 3, 2, 3, 4), axis=2),
+        checks.case("1-D", checks.randn(seed + 4, 5), axis=0),
+        checks.case("0-d", checks.randn(seed + 5)),
+    ]
+
+
+checks.check_function("sum", Sum, "sum", sum_cases(20), saves=sum_saves, names=["x"], seed=20)
 ### BEGIN HIDDEN TESTS
-x34, x33 = checks.randn(20, 3, 4), checks.randn(21, 3, 3)
-sum_cases = [
-    checks.case("axis=0", x34, axis=0),
-    checks.case("axis=-1, keepdims", x34, axis=-1, keepdims=True),
-    checks.case("axis=None, keepdims", x34, axis=None, keepdims=True),
-    checks.case("square input, axis=1", x33, axis=1),
-    checks.case("square input, axis=0, keepdims", x33, axis=0, keepdims=True),
-    checks.case("size-1 axis", checks.randn(22, 2, 1, 3), axis=1),
-    checks.case("3-D, axis=2", checks.randn(23, 2, 3, 4), axis=2),
-    checks.case("1-D", checks.randn(24, 5), axis=0),
-    checks.case("0-d", checks.randn(25)),
-]
-checks.check_function("sum", Sum, "sum", sum_cases, saves=lambda x, out, **options: [(x.shape,)],
-                      names=["x"], seed=20)
+checks.check_function("sum", Sum, "sum", sum_cases(120), saves=sum_saves, names=["x"], seed=120)
 ### END HIDDEN TESTS
+
 
 # %% [markdown]
 # ### Exercise `exp_log`: `Exp` and `Log`
@@ -568,17 +647,24 @@ class Log(Function):
 
 # %% nbgrader={"grade": true, "grade_id": "test_exp_log", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
+exp_saves, log_saves = (lambda x, out: [(out,)]), (lambda x, out: [(x,)])
 checks.check_function("exp_log", Exp, "exp", [checks.case("Exp, worked example", np.array([0.0, np.log(2.0)]))],
-                      saves=lambda x, out: [(out,)], names=["x"])
+                      saves=exp_saves, names=["x"], upstream=np.array([3.0, 3.0]))
 checks.check_function("exp_log", Log, "log", [checks.case("Log, worked example", np.array([1.0, 4.0]))],
-                      saves=lambda x, out: [(x,)], names=["x"])
-### BEGIN HIDDEN TESTS
-unary_shapes = [((3, 4),), ((1, 5),), ((),), ((2, 1, 3),), ((1,),)]
+                      saves=log_saves, names=["x"], upstream=np.array([2.0, 2.0]))
+unary_shapes = [((3, 4),), ((),), ((1, 5),), ((2, 1, 3),)]
 checks.check_function("exp_log", Exp, "exp", checks.random_cases(30, unary_shapes, label="Exp"),
-                      saves=lambda x, out: [(out,)], names=["x"], seed=30)
+                      saves=exp_saves, names=["x"], seed=30)
 checks.check_function("exp_log", Log, "log", checks.random_cases(31, unary_shapes, label="Log", positive=True),
-                      saves=lambda x, out: [(x,)], names=["x"], seed=31)
+                      saves=log_saves, names=["x"], seed=31)
+### BEGIN HIDDEN TESTS
+unary_shapes = [((4, 3),), ((1, 5),), ((),), ((3, 1, 2),), ((1,),)]
+checks.check_function("exp_log", Exp, "exp", checks.random_cases(130, unary_shapes, label="Exp"),
+                      saves=exp_saves, names=["x"], seed=130)
+checks.check_function("exp_log", Log, "log", checks.random_cases(131, unary_shapes, label="Log", positive=True),
+                      saves=log_saves, names=["x"], seed=131)
 ### END HIDDEN TESTS
+
 
 # %% [markdown]
 # ### Exercise `tanh_relu`: `Tanh` and `ReLU`
@@ -592,8 +678,8 @@ checks.check_function("exp_log", Log, "log", checks.random_cases(31, unary_shape
 # `x > 0`, which is all backward needs (and takes one byte per element instead of eight).
 #
 # **Worked example.** `Tanh` at $x = (0, \operatorname{artanh} 0.5)$ gives $y = (0, 0.5)$; with
-# $\bar y = (1, 1)$, $\bar x = (1, 0.75)$. `ReLU` at $x = (-1, 2)$ with $\bar y = (5, 5)$ gives
-# $\bar x = (0, 5)$.
+# $\bar y = (1, 1)$, $\bar x = (1, 0.75)$. `ReLU` at $x = (-1, 0, 2)$ with $\bar y = (5, 5, 5)$
+# gives $\bar x = (0, 0, 5)$: the middle entry sits on the kink, and passes no gradient.
 
 # %% nbgrader={"grade": false, "grade_id": "tanh_relu", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class Tanh(Function):
@@ -635,19 +721,83 @@ class ReLU(Function):
 
 # %% nbgrader={"grade": true, "grade_id": "test_tanh_relu", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
+tanh_saves, relu_saves = (lambda x, out: [(out,)]), (lambda x, out: [(x,), (x > 0,)])
+
+
+def kink_hint(got, expected):
+    if np.any((expected == 0) & (got != 0)):
+        return "where x <= 0 the gradient is 0; at the kink x == 0, torch's ReLU gradient is 0 too (x > 0, not x >= 0)."
+    return None
+
+
 checks.check_function("tanh_relu", Tanh, "tanh",
                       [checks.case("Tanh, worked example", np.array([0.0, np.arctanh(0.5)]))],
-                      saves=lambda x, out: [(out,)], names=["x"])
-checks.check_function("tanh_relu", ReLU, "relu", [checks.case("ReLU, worked example", np.array([-1.0, 2.0]))],
-                      saves=lambda x, out: [(x,), (x > 0,)], names=["x"])
-### BEGIN HIDDEN TESTS
-# Random normal inputs are never within the finite-difference step (1e-6) of ReLU's kink.
-unary_shapes = [((3, 4),), ((1, 5),), ((),), ((2, 1, 3),), ((1,),)]
+                      saves=tanh_saves, names=["x"], upstream=np.array([1.0, 1.0]))
+checks.check_function("tanh_relu", ReLU, "relu", [checks.case("ReLU, worked example", np.array([-1.0, 0.0, 2.0]))],
+                      saves=relu_saves, names=["x"], upstream=np.array([5.0, 5.0, 5.0]), fd=False,
+                      hints=[kink_hint])
+unary_shapes = [((3, 4),), ((),), ((1, 5),), ((2, 1, 3),)]
 checks.check_function("tanh_relu", Tanh, "tanh", checks.random_cases(40, unary_shapes, label="Tanh"),
-                      saves=lambda x, out: [(out,)], names=["x"], seed=40)
+                      saves=tanh_saves, names=["x"], seed=40)
+# Random normal inputs are never within the finite-difference step (1e-6) of ReLU's kink.
 checks.check_function("tanh_relu", ReLU, "relu", checks.random_cases(41, unary_shapes, label="ReLU"),
-                      saves=lambda x, out: [(x,), (x > 0,)], names=["x"], seed=41)
+                      saves=relu_saves, names=["x"], seed=41)
+
+
+def relu_kink_cases(seed):
+    """Exact zeros among random values: torch's gradient at the kink x = 0 is 0. Central differences
+    would give 1/2 there, so torch alone judges these cases (fd=False)."""
+    x = checks.randn(seed, 3, 4)
+    x[0, 1] = x[1, :2] = x[2, 3] = 0.0
+    x[2, 0] = -0.0
+    return [checks.case("exact zeros in x (the kink)", x), checks.case("0-d x = 0 (the kink)", np.asarray(0.0))]
+
+
+checks.check_function("tanh_relu", ReLU, "relu", relu_kink_cases(42), saves=relu_saves, names=["x"], seed=42,
+                      fd=False, hints=[kink_hint])
+### BEGIN HIDDEN TESTS
+unary_shapes = [((4, 3),), ((1, 5),), ((),), ((3, 1, 2),), ((1,),)]
+checks.check_function("tanh_relu", Tanh, "tanh", checks.random_cases(140, unary_shapes, label="Tanh"),
+                      saves=tanh_saves, names=["x"], seed=140)
+checks.check_function("tanh_relu", ReLU, "relu", checks.random_cases(141, unary_shapes, label="ReLU"),
+                      saves=relu_saves, names=["x"], seed=141)
+checks.check_function("tanh_relu", ReLU, "relu", relu_kink_cases(142), saves=relu_saves, names=["x"], seed=142,
+                      fd=False, hints=[kink_hint])
 ### END HIDDEN TESTS
+
+
+# %% [markdown]
+# ### Explain `explain_saved`
+#
+# Each operation above saves exactly what its backward needs. Apply the same reasoning to three
+# operations we have not written, from the form of their derivatives:
+#
+# (a) `Sigmoid`, $y = \sigma(x)$: what should it save, and what would backward compute from it?
+# (b) `Div`, $z = x / y$: what does backward need for $\bar x$ and for $\bar y$, and which two
+#     arrays could it save? (Two answers are possible.)
+# (c) `Max` over an axis, $y_i = \max_j x_{ij}$: what must it save, and why can't it get away with
+#     saving only the shape, as `Sum` does?
+#
+# (Graded by hand; 10 points: (a) 3, (b) 4, (c) 3.)
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "explain_saved", "locked": false, "points": 10, "schema_version": 3, "solution": true, "task": false}
+# **Model answer.**
+#
+# *(a) Sigmoid (3 points).* $\sigma'(x) = \sigma(x)(1 - \sigma(x)) = y(1 - y)$ is a function of the
+# output alone, as for `Exp` and `Tanh`, so `Sigmoid` saves its **output** $y$ and backward returns
+# $\bar y \odot y \odot (1 - y)$: one multiplication, no second `exp`. Saving the input would mean
+# recomputing $\sigma(x)$ in backward, the same memory for more work.
+#
+# *(b) Div (4 points).* $\partial z / \partial x = 1/y$ and $\partial z / \partial y = -x / y^2$, so
+# $\bar x = \bar z / y$ and $\bar y = -\bar z\, x / y^2$. Both need $y$; $\bar y$ also needs $x$.
+# So `Div` saves $(x, y)$, or $(y, z)$ with $\bar y = -\bar z\, z / y$, since $x / y^2 = z / y$.
+# Saving only $x$ is not enough: $y$ appears in both gradients.
+#
+# *(c) Max (3 points).* $y_i$ depends only on the entry that attains the maximum of row $i$, with
+# slope 1; every other entry has slope 0. So backward must know **where** the maximum was: `Max`
+# saves a mask of the arg-max entries (or their indices), and backward puts $\bar y_i$ there and 0
+# elsewhere. The shape alone says nothing about where the maximum sits. `Sum` can save only its
+# shape because every entry has the same slope, 1.
 
 # %% [markdown]
 # ## 5. Topological order
@@ -677,7 +827,10 @@ checks.check_function("tanh_relu", ReLU, "relu", checks.random_cases(41, unary_s
 # so the stack grows as deep as the longest path in the graph. Python stops at
 # `sys.getrecursionlimit()` frames (1000 by default) with a `RecursionError`, and graphs that deep
 # are ordinary: a loop that applies 10,000 updates to one tensor, or a recurrent network unrolled
-# over a long sequence. So we manage the stack ourselves, in a Python list. One way is to keep, for
+# over a long sequence. Raising the limit with `sys.setrecursionlimit` only moves the failure: deep
+# enough, the interpreter's own stack overflows and the kernel dies. (The tests count how deeply
+# our Python calls nest, so a recursive walk fails them whatever the limit is set to.) So we
+# manage the stack ourselves, in a Python list. One way is to keep, for
 # each node on the stack, an iterator over the inputs it has not visited yet; that list then holds
 # exactly what the recursive version keeps in its frames. (Other correct choices: push each node
 # twice, once to expand it and once to emit it; or Kahn's algorithm, which counts each node's
@@ -685,12 +838,16 @@ checks.check_function("tanh_relu", ReLU, "relu", checks.random_cases(41, unary_s
 #
 # Every tensor reachable from the root through `.inputs` belongs in the order, including leaves
 # that do not require grad (constants such as the `2.0` in `x * 2.0`).
+#
+# ### Exercise `topological_order`
+#
+# Write `topological_order(root)`, iteratively, with the stack in a Python list.
 
 # %% nbgrader={"grade": false, "grade_id": "topological_order", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def topological_order(root):
     """Every tensor reachable from ``root`` through ``.inputs``, and ``root``, each exactly once,
-    each after all of its inputs, as a list. Iterative: a chain of 10,000 operations must work
-    without raising the recursion limit."""
+    each after all of its inputs, as a list. Iterative (an explicit stack, no recursive calls): a
+    chain of 10,000 operations must work, and raising the recursion limit does not count."""
     ### BEGIN SOLUTION
     order = []
     seen = {id(root)}
@@ -720,8 +877,10 @@ class Node(Function):
 
 
 def check_order(root, what):
-    """Run topological_order(root) and check: only tensors, each once, all reachable nodes, inputs first."""
-    order = list(checks.run_student("topological_order", topological_order, root))
+    """Run topological_order(root) and check: only tensors, each once, all reachable nodes, inputs first.
+    The walk may not recurse: the checks count how deeply its Python calls nest, whatever the
+    recursion limit says."""
+    order = list(checks.run_shallow("topological_order", topological_order, root, what=what))
     position = {}
     for i, node in enumerate(order):
         assert isinstance(node, Tensor), (
@@ -748,6 +907,26 @@ def check_order(root, what):
     return order
 
 
+def random_dag(seed, n_nodes):
+    """Leaves (some constants), then nodes with 1 to 3 inputs, often repeated, mostly from recent nodes."""
+    gen = np.random.default_rng(seed)
+    nodes = [Tensor(np.zeros(()), requires_grad=bool(i % 3)) for i in range(4)]
+    for _ in range(n_nodes):
+        recent = max(0, len(nodes) - 6)
+        picks = [int(gen.integers(recent if gen.random() < 0.7 else 0, len(nodes)))
+                 for _ in range(int(gen.integers(1, 4)))]
+        nodes.append(Node.apply(*[nodes[i] for i in picks]))
+    return nodes[-1]
+
+
+def chain(n, width=1):
+    """n operations in a row; with width 2 each step also reads the step before last (a ladder of diamonds)."""
+    nodes = [Tensor(np.zeros(()), requires_grad=True)]
+    for _ in range(n):
+        nodes.append(Node.apply(*nodes[-width:]))
+    return nodes[-1]
+
+
 x, y = Tensor(2.0, requires_grad=True), Tensor(3.0, requires_grad=True)
 q = Node.apply(x, y)  # the worked example: q = x * y
 r = Node.apply(q, x)  # r = q + x
@@ -755,41 +934,23 @@ L = Node.apply(r, q)  # L = r * q
 assert len(check_order(L, "the worked example")) == 5
 check_order(Node.apply(x, x), "x * x")
 assert check_order(x, "a single leaf") == [x], "[topological_order] the order of a lone leaf is [leaf]."
-### BEGIN HIDDEN TESTS
-def random_dag(seed, n_nodes):
-    """Leaves (some constants), then nodes with 1 to 3 inputs, often repeated, mostly from recent nodes."""
-    rng = np.random.default_rng(seed)
-    nodes = [Tensor(np.zeros(()), requires_grad=bool(i % 3)) for i in range(4)]
-    for _ in range(n_nodes):
-        recent = max(0, len(nodes) - 6)
-        picks = [int(rng.integers(recent if rng.random() < 0.7 else 0, len(nodes)))
-                 for _ in range(int(rng.integers(1, 4)))]
-        nodes.append(Node.apply(*[nodes[i] for i in picks]))
-    return nodes[-1]
-
-
-for seed in range(25):
-    check_order(random_dag(seed, 40), f"random graph (seed {seed})")
 c = Tensor(np.ones(()))  # a constant input is a node too
 check_order(Node.apply(Node.apply(x, c), c, x), "a graph with a constant")
-check_order(Node.apply(x, x, x), "a node using the same input three times")
+def check_random_graphs(seeds):
+    for seed in seeds:
+        check_order(random_dag(seed, 40), f"random graph (seed {seed})")
 
-# A chain of 10,000 operations, under a recursion limit only a little above the current depth:
-# an iterative order needs no deeper stack; a recursive one needs 10,000 frames.
-chain = Tensor(np.zeros(()), requires_grad=True)
-for _ in range(10_000):
-    chain = Node.apply(chain)
-depth, frame = 0, sys._getframe()
-while frame is not None:
-    depth, frame = depth + 1, frame.f_back
-old_limit = sys.getrecursionlimit()
-sys.setrecursionlimit(depth + 200)
-try:
-    chain_order = check_order(chain, "a chain of 10,000 operations (recursion would need 10,000 frames)")
-finally:
-    sys.setrecursionlimit(old_limit)
-assert len(chain_order) == 10_001
+
+check_random_graphs(range(5))
+# 10,000 operations in a row: an explicit stack needs no deeper Python calls than a small graph.
+assert len(check_order(chain(10_000), "a chain of 10,000 operations")) == 10_001
+### BEGIN HIDDEN TESTS
+check_random_graphs(range(100, 120))
+check_order(Node.apply(x, x, x), "a node using the same input three times")
+assert len(check_order(chain(6_000, width=2), "a ladder of 6,000 diamonds")) == 6_001
+assert len(check_order(chain(12_000), "a chain of 12,000 operations")) == 12_001
 ### END HIDDEN TESTS
+
 
 # %% [markdown]
 # ## 6. Reverse accumulation: `backward`
@@ -824,6 +985,10 @@ assert len(chain_order) == 10_001
 # visits `L, r, q, y, x`. The dictionary goes `{L: 1}` → `{r: 6, q: 8}` → `{q: 14, x: 6}` →
 # `{x: 48, y: 28}`, and finally `y.grad = 28`, `x.grad = 48`. The figure at the end of the notebook
 # replays this sweep, step by step, with our own code.
+#
+# ### Exercise `backward`
+#
+# Write `backward(root, grad=None)`, following the four rules above; `Tensor.backward` calls it.
 
 # %% nbgrader={"grade": false, "grade_id": "backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def backward(root, grad=None):
@@ -867,16 +1032,39 @@ from autograder import checks
 # check_graph builds each graph on our Tensor (leaves with requires_grad=True), calls .backward()
 # and compares every leaf's .grad with torch autograd and with central differences. The graphs use
 # our operations: if an operation's test above fails, fix that first.
+def order_hint(build, leaves):
+    """A hint for check_graph: when a gradient is wrong, is our topological order of this graph valid?"""
+    def hint(got, expected):
+        try:
+            root = build(*[Tensor(a.copy(), requires_grad=True) for a in leaves])
+            position = {id(t): i for i, t in enumerate(topological_order(root))}
+        except Exception:  # the order's own test reports its errors
+            return None
+        stack, seen = [root], {id(root)}
+        while stack:
+            node = stack.pop()
+            for parent in node.inputs:
+                if id(parent) not in position or id(node) not in position or position[id(parent)] > position[id(node)]:
+                    return ("topological_order(root) of this graph is not a valid order (a node comes before one of "
+                            "its inputs, or is missing), so backward passes some gradients on before they are "
+                            "complete. Fix topological_order first (its test above shows where).")
+                if id(parent) not in seen:
+                    seen.add(id(parent))
+                    stack.append(parent)
+        return None
+    return hint
+
+
+def graph_check(build, leaves, names, seed=0):
+    return checks.check_graph("backward", Tensor, build, leaves, names=names, seed=seed,
+                              hints=[order_hint(build, leaves)])
+
+
 def worked_example(x, y):
     q = x * y
     return (q + x) * q
 
 
-checks.check_graph("backward", Tensor, lambda x: (x * x).sum(), [checks.randn(50, 3, 4)], names=["x"])
-_, (x, y) = checks.check_graph("backward", Tensor, worked_example, [np.array(2.0), np.array(3.0)], names=["x", "y"])
-# exact: every value and gradient in the worked example is a small integer, exact in float64
-assert (x.grad, y.grad) == (48.0, 28.0), "[backward] the worked example of section 2 gives x.grad = 48, y.grad = 28."
-### BEGIN HIDDEN TESTS
 def diamond(x, y):
     h = (x * y).exp()  # h reaches the loss along three paths
     return ((h * h + h).log() - 0.5 * x).sum()
@@ -888,16 +1076,6 @@ def mlp(x, W1, W2):
     return (out * out + out).sum() + (h * h).sum(axis=1).sum()
 
 
-checks.check_graph("backward", Tensor, lambda x, y: worked_example(x, y).sum(),
-                   [checks.randn(51, 2, 3), checks.randn(52, 2, 3)], names=["x", "y"], seed=51)
-checks.check_graph("backward", Tensor, diamond, [checks.randn(53, 3, 2), checks.randn(54, 3, 2)],
-                   names=["x", "y"], seed=53)
-checks.check_graph("backward", Tensor, mlp, [checks.randn(55, 4, 3), checks.randn(56, 3, 5), checks.randn(57, 5, 2)],
-                   names=["x", "W1", "W2"], seed=55)
-checks.check_graph("backward", Tensor, lambda x: (x.tanh() * x - x).exp().sum(axis=0, keepdims=True).sum(),
-                   [checks.randn(58, 3, 2)], names=["x"], seed=58)
-
-
 def long_chain(x0, n):
     x = Tensor(x0, requires_grad=True)
     y = x
@@ -907,11 +1085,31 @@ def long_chain(x0, n):
     return x
 
 
-n = 3_000  # three times Python's default recursion limit: one recursive call per node fails
-x_chain = checks.run_student("backward", long_chain, checks.randn(59, 3), n)
-checks.assert_close(x_chain.grad, np.full(3, n + 1.0), task="backward", case=f"a chain of {n:,} Adds, y = x + ... + x",
-                    name="grad of x", kind="grad")
+def check_long_chain(seed, n):
+    x_chain = checks.run_student("backward", long_chain, checks.randn(seed, 3), n)
+    # exact: the gradient is n + 1 added up one 1 at a time, an integer far below 2**53
+    checks.assert_close(x_chain.grad, np.full(3, n + 1.0), task="backward", case=f"a chain of {n:,} Adds, y = x + ... + x",
+                        name="grad of x", kind="grad", rtol=0, atol=0)
+
+
+graph_check(lambda x: (x * x).sum(), [checks.randn(50, 3, 4)], names=["x"])
+_, (x, y) = graph_check(worked_example, [np.array(2.0), np.array(3.0)], names=["x", "y"])
+# exact: every value and gradient in the worked example is a small integer, exact in float64
+assert (x.grad, y.grad) == (48.0, 28.0), "[backward] the worked example of section 2 gives x.grad = 48, y.grad = 28."
+graph_check(lambda x, y: worked_example(x, y).sum(), [checks.randn(51, 2, 3), checks.randn(52, 2, 3)], ["x", "y"], 51)
+graph_check(diamond, [checks.randn(53, 3, 2), checks.randn(54, 3, 2)], ["x", "y"], 53)
+graph_check(mlp, [checks.randn(55, 4, 3), checks.randn(56, 3, 5), checks.randn(57, 5, 2)], ["x", "W1", "W2"], 55)
+check_long_chain(59, 3_000)  # three times Python's default recursion limit: one recursive call per node fails
+### BEGIN HIDDEN TESTS
+graph_check(lambda x, y: worked_example(x, y).sum(), [checks.randn(151, 3, 2), checks.randn(152, 3, 2)], ["x", "y"],
+            151)
+graph_check(diamond, [checks.randn(153, 2, 4), checks.randn(154, 2, 4)], ["x", "y"], 153)
+graph_check(mlp, [checks.randn(155, 3, 4), checks.randn(156, 4, 3), checks.randn(157, 3, 3)], ["x", "W1", "W2"], 155)
+graph_check(lambda x: (x.tanh() * x - x).exp().sum(axis=0, keepdims=True).sum(), [checks.randn(158, 3, 2)], ["x"],
+            158)
+check_long_chain(159, 4_000)
 ### END HIDDEN TESTS
+
 
 # %% nbgrader={"grade": true, "grade_id": "test_backward_rules", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
@@ -926,15 +1124,6 @@ def rules_graph():
     return x, c, h, loss
 
 
-x, c, h, loss = checks.run_student("backward", rules_graph)
-assert h.grad is None, ("[backward] the intermediate node h = x * c has a .grad after backward(). Only leaves keep "
-                        "their gradient (torch does the same unless asked with h.retain_grad()).")
-assert loss.grad is None, "[backward] the root is not a leaf: it should keep no .grad."
-assert c.grad is None, "[backward] c was created with requires_grad=False, but it received a .grad."
-checks.assert_close(x.grad, 2 * x.data * c.data**2, task="backward", case="loss = sum((x * c)**2)",
-                    name="grad of x (2 x c^2)", kind="grad")
-raised = checks.expect_raises("backward", RuntimeError, backward, checks.run_student("backward", lambda: x * x))
-### BEGIN HIDDEN TESTS
 def added_not_replaced(got, expected):
     # a hint only (the verdict is assert_close's): got is one call's gradient up to rounding
     if np.max(np.abs(2 * got - expected)) <= 1e-9 * (1 + np.max(np.abs(expected))):
@@ -947,87 +1136,74 @@ def reuse(x, y):
     return (x * x + (x + y)).sum()  # x: three contributions; x + y: Add sends one array to both
 
 
-out, leaves = checks.check_graph("backward", Tensor, reuse, [checks.randn(60, 2, 3), checks.randn(61, 2, 3)],
-                                 names=["x", "y"], seed=60)
-first = [t.grad.copy() for t in leaves]
-checks.run_student("backward", out.backward)
-for t, g, name in zip(leaves, first, ["x", "y"]):
-    checks.assert_close(t.grad, 2 * g, task="backward", case="a second backward() on the same graph",
-                        name=f"grad of {name} (twice one call's)", kind="grad", hints=[added_not_replaced])
-
-# An explicit grad on a non-scalar root: y.backward(G) must equal backward of (y * G).sum().
-x0, G = checks.randn(62, 2, 3), checks.randn(63, 2, 3)
-_, (x_ref, _) = checks.check_graph("backward", Tensor, lambda x, g: ((x * x).tanh() * g).sum(), [x0, G],
-                                   names=["x", "G"], seed=62)
+def check_two_calls(seed):
+    """backward() twice on the same graph: every leaf's .grad must be twice one call's."""
+    out, leaves = checks.check_graph("backward", Tensor, reuse, [checks.randn(seed, 2, 3), checks.randn(seed + 1, 2, 3)],
+                                     names=["x", "y"], seed=seed)
+    first = [t.grad.copy() for t in leaves]
+    checks.run_student("backward", out.backward)
+    for t, g, name in zip(leaves, first, ["x", "y"]):
+        # 2 * g: one more addition of the same numbers, exact up to one rounding (the float64 default)
+        checks.assert_close(t.grad, 2 * g, task="backward", case="a second backward() on the same graph",
+                            name=f"grad of {name} (twice one call's)", kind="grad", hints=[added_not_replaced])
 
 
-def explicit_seed():
-    x = Tensor(x0.copy(), requires_grad=True)
-    (x * x).tanh().backward(G.copy())
-    return x
+def check_explicit_seed(seed):
+    """y.backward(G) on a non-scalar y must equal backward of (y * G).sum()."""
+    x0, G = checks.randn(seed, 2, 3), checks.randn(seed + 1, 2, 3)
+    _, (x_ref, _) = checks.check_graph("backward", Tensor, lambda x, g: ((x * x).tanh() * g).sum(), [x0, G],
+                                       names=["x", "G"], seed=seed)
+
+    def explicit_seed():
+        x = Tensor(x0.copy(), requires_grad=True)
+        (x * x).tanh().backward(G.copy())
+        return x
+
+    checks.assert_close(checks.run_student("backward", explicit_seed).grad, x_ref.grad, task="backward",
+                        case="y.backward(G) on a non-scalar y", name="grad of x", kind="grad")
 
 
-checks.assert_close(checks.run_student("backward", explicit_seed).grad, x_ref.grad, task="backward",
-                    case="y.backward(G) on a non-scalar y", name="grad of x", kind="grad")
-# A root with one element that is not 0-d, shape (1, 1): torch seeds it with ones.
 def one_by_one(x, w):
     h = x @ w
     return h.tanh() * h
 
 
+x, c, h, loss = checks.run_student("backward", rules_graph)
+assert h.grad is None, ("[backward] the intermediate node h = x * c has a .grad after backward(). Only leaves keep "
+                        "their gradient (torch does the same unless asked with h.retain_grad()).")
+assert loss.grad is None, "[backward] the root is not a leaf: it should keep no .grad."
+assert c.grad is None, "[backward] c was created with requires_grad=False, but it received a .grad."
+checks.assert_close(x.grad, 2 * x.data * c.data**2, task="backward", case="loss = sum((x * c)**2)",
+                    name="grad of x (2 x c^2)", kind="grad")
+raised = checks.expect_raises("backward", RuntimeError, backward, checks.run_student("backward", lambda: x * x))
+check_two_calls(60)
+check_explicit_seed(62)
+# A root with one element that is not 0-d, shape (1, 1): torch seeds it with ones.
 checks.check_graph("backward", Tensor, one_by_one, [checks.randn(64, 1, 3), checks.randn(65, 3, 1)],
                    names=["x", "w"], seed=64)
-x22 = Tensor(checks.randn(66, 2, 2), requires_grad=True)
+### BEGIN HIDDEN TESTS
+check_two_calls(160)
+check_explicit_seed(162)
+checks.check_graph("backward", Tensor, one_by_one, [checks.randn(164, 1, 4), checks.randn(165, 4, 1)],
+                   names=["x", "w"], seed=164)
+x22 = Tensor(checks.randn(166, 2, 2), requires_grad=True)
 raised = checks.expect_raises("backward", RuntimeError, backward,
                               checks.run_student("backward", lambda: x22.tanh() * x22))
 ### END HIDDEN TESTS
 
-# %% [markdown]
-# ## 7. Concept checks
-#
-# ### Exercise `passes`
-#
-# Use section 2 ("Why reverse mode"). A *pass* is one sweep through the graph, forward or reverse.
-#
-# - `reverse_passes`, `forward_passes`: for $f : \mathbb{R}^{1000} \to \mathbb{R}$, how many reverse
-#   passes, and how many forward-mode passes, give the full gradient?
-# - `jacobian_reverse_passes`, `jacobian_forward_passes`: the same for the full Jacobian of
-#   $g : \mathbb{R}^{10} \to \mathbb{R}^{1000}$.
-
-# %% nbgrader={"grade": false, "grade_id": "passes", "locked": false, "schema_version": 3, "solution": true, "task": false}
-# Set reverse_passes, forward_passes, jacobian_reverse_passes and jacobian_forward_passes (whole numbers).
-### BEGIN SOLUTION
-reverse_passes = 1
-forward_passes = 1000
-jacobian_reverse_passes = 1000
-jacobian_forward_passes = 10
-### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "test_passes", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
-for name in ["reverse_passes", "forward_passes", "jacobian_reverse_passes", "jacobian_forward_passes"]:
-    assert isinstance(globals().get(name), (int, np.integer)), f"[passes] set `{name}` to a whole number."
-### BEGIN HIDDEN TESTS
-# One reverse pass gives one row of the Jacobian (one output); one forward pass gives one column (one input).
-hint = "one reverse pass per output, one forward pass per input (section 2)."
-n_in, n_out = 1000, 1
-checks.check_value("passes", "reverse_passes", reverse_passes, n_out, hint=hint)
-checks.check_value("passes", "forward_passes", forward_passes, n_in, hint=hint)
-n_in, n_out = 10, 1000
-checks.check_value("passes", "jacobian_reverse_passes", jacobian_reverse_passes, n_out, hint=hint)
-checks.check_value("passes", "jacobian_forward_passes", jacobian_forward_passes, n_in, hint=hint)
-### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise `fan_out`
+# ### Concept check `fan_out`
 #
 # Count the separate gradient terms that `backward` adds into the entry of `x` (each is one `+=`).
+# Set each variable to a whole number.
 #
 # - `square_terms`: for `y = x * x`, how many terms does the `Mul` node send to `x`?
 # - `cube_terms`: for `y = (x * x) * x`, how many terms does `x` receive in total?
 
 # %% nbgrader={"grade": false, "grade_id": "fan_out", "locked": false, "schema_version": 3, "solution": true, "task": false}
-# Set square_terms and cube_terms (whole numbers).
+square_terms = None  # terms that Mul(x, x) sends to x
+cube_terms = None    # terms that x receives in (x * x) * x
 ### BEGIN SOLUTION
 square_terms = 2
 cube_terms = 3
@@ -1035,80 +1211,56 @@ cube_terms = 3
 
 # %% nbgrader={"grade": true, "grade_id": "test_fan_out", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
-for name in ["square_terms", "cube_terms"]:
-    assert isinstance(globals().get(name), (int, np.integer)), f"[fan_out] set `{name}` to a whole number."
+# Stored as hashes (checks.answer_digest), so that the cell does not print the answers.
+square_hint, cube_hint = ("Mul has two inputs, and in x * x both of them are x.",
+                          "count the input slots holding x in both Mul nodes.")
+checks.check_hash("fan_out", "square_terms", square_terms,
+                  "d4735e3a265e16eee03f59718b9b5d03019c07d8b6c51f90da3a666eec13ab35", hint=square_hint)
+checks.check_hash("fan_out", "cube_terms", cube_terms,
+                  "4e07408562bedb8b60ce05c1decfe3ad16b72230967de01f640b7e4729b49fce", hint=cube_hint)
 ### BEGIN HIDDEN TESTS
 # A node sends one term per input slot: Mul(x, x) fills both slots with x; Mul(x * x, x) fills one.
 inner_slots, outer_slots = 2, 1
-checks.check_value("fan_out", "square_terms", square_terms, inner_slots,
-                   hint="Mul has two inputs, and in x * x both of them are x.")
-checks.check_value("fan_out", "cube_terms", cube_terms, inner_slots + outer_slots,
-                   hint="count the input slots holding x in both Mul nodes.")
+checks.check_value("fan_out", "square_terms", square_terms, inner_slots, hint=square_hint)
+checks.check_value("fan_out", "cube_terms", cube_terms, inner_slots + outer_slots, hint=cube_hint)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 8. Explain
+# ### Explain `explain_accumulate`
 #
-# ### Exercise `explain_saved` (10 points)
-#
-# `Exp` saves its output, `Log` saves its input, `Mul` saves both of its inputs and `Add` saves
-# nothing. For each of these four, say why that is the right thing to save, from the form of the
-# derivative. Then say what would be lost if `Exp` saved its input instead, and why saved values are
-# the main memory cost of reverse mode in a deep network.
-
-# %% [markdown] nbgrader={"grade": true, "grade_id": "explain_saved", "locked": false, "points": 10, "schema_version": 3, "solution": true, "task": false}
-# A Function should save exactly what its VJP needs, and nothing more.
-#
-# - `Exp`: $\frac{d}{dx} e^x = e^x$, which is the output. Saving the output makes backward a single
-#   multiplication, $\bar x = \bar y \odot y$, with no new `exp`.
-# - `Log`: $\frac{d}{dx} \log x = 1/x$, which depends on the input. The output would only help by
-#   recomputing $x = e^y$, an extra `exp` and a loss of precision, so `Log` saves $x$ and computes
-#   $\bar y / x$.
-# - `Mul`: $\bar x = \bar z \odot y$ and $\bar y = \bar z \odot x$: each gradient needs the other
-#   operand, so both are saved.
-# - `Add`: the Jacobian is the identity for both inputs, so backward passes `grad` through; no
-#   forward value is needed.
-#
-# If `Exp` saved its input, backward would have to compute `np.exp(x)` a second time: the same
-# memory (one array of the input's size), plus a second pass of the most expensive operation in the
-# op, for nothing. (`Tanh` is the same story: $1 - \tanh^2 x$ comes from the output.)
-#
-# Reverse mode runs backward only after the whole forward pass, so every saved array of every layer
-# is alive at the same moment, at the end of the forward pass. In a deep network these activations,
-# one or two arrays per operation and per example in the batch, usually take more memory than the
-# parameters. That is why what each op saves matters, and why saving a shape (`Sum`) or a boolean
-# mask (`ReLU`) instead of a float array is worth doing.
-
-# %% [markdown]
-# ### Exercise `explain_accumulate` (5 points)
-#
-# (a) Our `backward` adds every incoming gradient into a running sum. Using `y = x * x` at $x = 3$,
-# say what a `backward` that *assigns* each incoming gradient (`=` instead of `+=`) gives for
-# `x.grad`, and why the correct value needs the sum.
+# (a) Our `backward` adds every incoming gradient into a running sum. Take $y = x \cdot x \cdot x$
+# computed as `(x * x) * x` at $x = 2$: what does a `backward` that *assigns* each incoming gradient
+# (`=` instead of `+=`) give for `x.grad`, and what is the right value? Count the terms `x`
+# receives, and say which node sends each.
 #
 # (b) Leaves also add to their `.grad` across `backward` calls instead of replacing it. Describe a
 # situation in training where this is exactly what we want, and say what a training loop has to do
 # when it is not.
+#
+# (Graded by hand; 5 points: (a) 3, (b) 2.)
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "explain_accumulate", "locked": false, "points": 5, "schema_version": 3, "solution": true, "task": false}
-# (a) `y = x * x` is one `Mul` node whose two inputs are both `x`. Its backward returns
-# $(\bar y \cdot x,\ \bar y \cdot x) = (3, 3)$ with $\bar y = 1$: one term per path from `x` to `y`.
-# By the multivariable chain rule, $\partial y / \partial x$ is the sum over all paths,
-# $3 + 3 = 6 = 2x$. With assignment the second term overwrites the first and `x.grad` is 3, half the
-# true value. In general, any node with fan-out (a diamond, a shared weight, a residual connection)
-# would keep only the contribution of whichever path was processed last.
+# **Model answer.**
 #
-# (b) Gradient accumulation. When a batch of 256 examples does not fit in memory, we split it into
-# 4 micro-batches of 64 and call `backward` on each micro-batch's loss (divided by 4, so that the
-# losses add up to the full batch's mean loss). Because the gradient of a sum is the sum of the
-# gradients, `.grad` after the 4 calls is the gradient of the full-batch loss, and one optimizer step
-# follows. The same holds for several losses backpropagated one at a time. When accumulation is not
-# wanted, which is the usual case of one backward per step, the loop must reset the gradients before
-# each backward (`optimizer.zero_grad()`, which sets each `.grad` to zero or `None`); otherwise
+# *(a) Assignment loses paths (3 points).* The right value is $dy/dx = 3x^2 = 12$. With
+# $s = x \cdot x$ and $y = s \cdot x$, the outer `Mul` sends $\bar y \cdot s = 4$ to `x` and
+# $\bar y \cdot x = 2$ to `s`; then `s` sends $2 \cdot x = 4$ to `x` twice, once per input slot.
+# The three terms $4 + 4 + 4 = 12$ are one per path from `x` to `y`, and the chain rule sums them.
+# With assignment each term overwrites the previous one, so `x.grad` is a single term, $4 = x^2$, a
+# third of the true value. (Here every term is $x^2$, so the order in which they arrive does not
+# matter; in general assignment keeps whichever term came last.)
+# Any node with fan-out (a diamond, a shared weight, a residual connection) would keep only the
+# contribution of whichever path was processed last.
+#
+# *(b) Gradient accumulation (2 points).* When a batch of 256 examples does not fit in memory, we
+# split it into 4 micro-batches of 64 and call `backward` on each micro-batch's loss (divided by
+# 4), so `.grad` after the 4 calls is the gradient of the full-batch mean loss, and one optimizer
+# step follows. When accumulation is not wanted, which is the usual case of one backward per step,
+# the loop must reset the gradients before each backward (`optimizer.zero_grad()`); otherwise
 # every step would also apply the gradients of all the previous steps.
 
 # %% [markdown]
-# ## 9. Figure: watching reverse accumulation
+# ## 7. Figure: watching reverse accumulation
 #
 # The figure draws the computation graph of a small expression of scalars. Each box shows a node's
 # name, the operation that computed it, its value, and the gradient it has received so far. The
@@ -1284,6 +1436,92 @@ example.observe(choose, names="value")
 step_slider.observe(redraw, names="value")
 choose()
 display(widgets.VBox([example, step_slider, canvas]))
+
+# %% [markdown]
+# ## 8. Putting it together
+#
+# Our engine now trains a network. The locked cell below builds the two-layer ReLU MLP of unit 1.1
+# and the mean cross-entropy of unit 1.2 out of our operations, on the four XOR clusters of unit
+# 1.1's figure, and takes a few steps of gradient descent with the gradients that `backward`
+# leaves in `.grad`. Our operations only take operands of the same shape (broadcasting is unit
+# 1.4), so the biases ride along as an extra row of each weight matrix, multiplied by a column of
+# ones, and the loss shifts the logits by their row maximum as a constant: by unit 1.2's
+# `explain_max_shift`, that changes neither the loss nor its gradient.
+#
+# Before the first step, the cell compares the engine's gradients with the ones we derived by
+# hand in units 1.1 and 1.2: `cross_entropy_backward` for the logits, then `linear_backward` and
+# `relu_backward` down the layers (given here in their reference form). They agree to rounding:
+# reverse accumulation is those hand derivations, chained for us.
+
+# %% nbgrader={"grade": false, "grade_id": "putting_it_together", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def linear_backward(x, W, grad_out):  # unit 1.1, for 2-D x
+    return grad_out @ W, grad_out.T @ x, grad_out.sum(axis=0)
+
+
+def relu_backward(x, grad_out):  # unit 1.1
+    return np.where(x > 0, grad_out, 0.0)
+
+
+def cross_entropy_backward(logits, target):  # unit 1.2, reduction="mean", no ignored targets
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(target)), target] -= 1
+    return p / len(target)
+
+
+def with_ones(a):
+    """a with a column of ones appended: x @ [[W.T], [b]] = linear(x, W, b)."""
+    return np.concatenate([a, np.ones((len(a), 1))], axis=1)
+
+
+_rng = np.random.default_rng(0)
+centers = np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
+X = np.concatenate([c + 0.3 * _rng.standard_normal((10, 2)) for c in centers])  # (40, 2)
+t = np.repeat([0, 0, 1, 1], 10)  # the XOR classes
+N, D, H, C = len(X), 2, 8, 2
+W1, b1 = _rng.standard_normal((H, D)), np.zeros(H)
+W2, b2 = 0.5 * _rng.standard_normal((C, H)), np.zeros(C)
+onehot = np.eye(C)[t]
+keep_h = np.eye(H, H + 1)  # h @ keep_h puts h in the first H columns; the last column gets the ones
+ones_h = np.zeros((N, H + 1))
+ones_h[:, -1] = 1.0
+
+
+def engine_loss(V1, V2):
+    """Mean cross-entropy of the MLP, built from our operations; V1 = [W1 | b1].T, V2 = [W2 | b2].T."""
+    h = (Tensor(with_ones(X)) @ V1).relu()  # (N, H): the hidden layer of unit 1.1
+    z = h @ keep_h + ones_h  # (N, H + 1): h with a column of ones
+    logits = z @ V2  # (N, C)
+    s = logits - logits.data.max(axis=1, keepdims=True).repeat(C, axis=1)  # a constant shift
+    lse = s.exp().sum(axis=1).log()  # (N,)
+    picked = (s * onehot).sum(axis=1)  # (N,): the true class's shifted logit
+    return (lse - picked).sum() * (1.0 / N), logits
+
+
+try:
+    V1 = Tensor(np.vstack([W1.T, b1]), requires_grad=True)
+    V2 = Tensor(np.vstack([W2.T, b2]), requires_grad=True)
+    loss, logits = engine_loss(V1, V2)
+    loss.backward()
+    pre = with_ones(X) @ V1.data
+    grad_h, grad_W2, grad_b2 = linear_backward(np.maximum(pre, 0), W2, cross_entropy_backward(logits.data, t))
+    _, grad_W1, grad_b1 = linear_backward(X, W1, relu_backward(pre, grad_h))
+    by_hand = [np.vstack([grad_W1.T, grad_b1]), np.vstack([grad_W2.T, grad_b2])]
+    gaps = [float(np.max(np.abs(V.grad - g))) for V, g in zip([V1, V2], by_hand)]
+    print(f"engine vs hand-derived gradients: largest difference {gaps[0]:.1e} (layer 1), "
+          f"{gaps[1]:.1e} (layer 2)")
+    for step in range(30):
+        if step % 5 == 0:
+            accuracy = np.mean(logits.data.argmax(axis=1) == t)
+            print(f"step {step:2d}: loss {float(loss.data):.4f}, accuracy {accuracy:.0%}")
+        for V in (V1, V2):
+            V.data -= 0.5 * V.grad  # one step of gradient descent
+            V.grad = None  # zero_grad: the next backward would add to it
+        loss, logits = engine_loss(V1, V2)
+        loss.backward()
+    print(f"step 30: loss {float(loss.data):.4f}, accuracy {np.mean(logits.data.argmax(axis=1) == t):.0%}")
+except NotImplementedError:
+    print("Write the operations, topological_order and backward to train the MLP on our engine.")
 
 # %% [markdown]
 # ## Summary

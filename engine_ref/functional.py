@@ -279,25 +279,31 @@ def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
     return _reduce(losses, reduction, count=int(valid.sum()))
 
 
-def cross_entropy_backward(logits, target, reduction="mean", ignore_index=-100):
-    r"""Gradient of :func:`cross_entropy` with respect to the logits.
+def cross_entropy_backward(logits, target, reduction="mean", ignore_index=-100, grad=None):
+    r"""Gradient of :func:`cross_entropy` with respect to the logits, times the upstream ``grad``.
 
     For one row, :math:`\partial \ell_n / \partial z_{n,c} = \mathrm{softmax}(z_n)_c - [c = t_n]`.
-    ``"sum"`` keeps these rows; ``"mean"`` divides them by the number of targets that are not
-    ignored; ``"none"`` returns each row's gradient of its own loss :math:`\ell_n` (the gradient of
-    :math:`\sum_n \ell_n`, i.e. an upstream gradient of ones). Ignored rows get zero gradient,
-    also when every row is ignored (torch gives zeros there too, although the mean loss is nan).
+    ``grad`` is the upstream gradient :math:`\partial L / \partial \text{loss}`, of the loss's
+    shape: a scalar for ``"sum"`` and ``"mean"``, one value per row for ``"none"``; ``None``
+    means 1 (ones for ``"none"``: the gradient of :math:`\sum_n \ell_n`). ``"sum"`` scales every
+    row by ``grad``; ``"mean"`` by ``grad`` over the number of targets that are not ignored;
+    ``"none"`` row :math:`n` by ``grad[n]``. Ignored rows get zero gradient, also when every row
+    is ignored (torch gives zeros there too, although the mean loss is nan). This is the
+    backward of unit 1.4's fused ``CrossEntropy``.
     """
     logits, target = np.asarray(logits), np.asarray(target)
     axis, valid, safe = _class_targets(logits, target, ignore_index)
     _check_reduction(reduction)
     one_hot = np.zeros_like(logits)
     np.put_along_axis(one_hot, np.expand_dims(safe, axis), 1, axis=axis)
-    grad = softmax(logits, axis=axis) - one_hot
+    out = softmax(logits, axis=axis) - one_hot
     count = int(valid.sum())
     if reduction == "mean" and count:
-        grad = grad / count
-    return np.where(np.expand_dims(valid, axis), grad, 0)
+        out = out / count
+    if grad is not None:
+        grad = np.asarray(grad, dtype=logits.dtype)
+        out = out * (np.expand_dims(grad, axis) if reduction == "none" else grad)
+    return np.where(np.expand_dims(valid, axis), out, 0)
 
 
 def binary_cross_entropy_with_logits(z, y, reduction="mean"):

@@ -170,3 +170,149 @@ def test_check_value_uses_a_tolerance():
         checks.check_value("ce", "loss_p09", 0.2, -np.log(0.9), atol=1e-3)
     with pytest.raises(checks.CheckFailure, match="set `loss_p09`"):
         checks.check_value("ce", "loss_p09", None, -np.log(0.9))
+
+
+# --- units 1.1-1.3 (pilot) --------------------------------------------------------------------
+def test_importing_the_checks_does_not_load_torch():
+    """The setup cell stays fast: torch is loaded when a check first needs it, or at seal()."""
+    code = ("import sys\nfrom autograder import checks\nassert 'torch' not in sys.modules\n"
+            "checks.check_value('t', 'x', 1.0, 1.0)\nassert 'torch' not in sys.modules\n"
+            "checks.seal()\nassert 'torch' in sys.modules and checks.oracles is not None\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_torch_is_bound_at_seal_before_notebook_code_can_change_it():
+    code = (
+        "import numpy as np\nfrom autograder import checks\nchecks.seal()\nimport torch\n"
+        "torch.softmax = lambda z, dim: z\ntorch.Tensor.__sub__ = lambda a, b: a\n"
+        "def naive(z, axis=-1):\n    e = np.exp(z - z.max(axis=axis, keepdims=True)) + 1\n"
+        "    return e / e.sum(axis=axis, keepdims=True)\n"
+        "try:\n    checks.against_torch('softmax', naive, 'softmax', [checks.case('x', checks.randn(0, 3, 4))])\n"
+        "except checks.CheckFailure:\n    pass\nelse:\n    raise SystemExit('a wrong softmax passed')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+class ExpSavesInput:
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.exp(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * np.exp(x)
+
+
+def test_saved_values_message_says_input_or_output():
+    with pytest.raises(checks.CheckFailure, match=r"saved \(the input x\), but this op should save \(the output\)"):
+        checks.check_function("exp", ExpSavesInput, "exp", [checks.case("c", np.array([0.0, 1.0]))],
+                              saves=lambda x, out: [(out,)], names=["x"])
+
+
+def test_dtype_message_names_an_int64_count_not_a_constant():
+    def mean_over_mask(x):
+        mask = x > 0
+        return np.where(mask, x, 0).sum() / mask.sum()
+
+    with pytest.raises(checks.CheckFailure, match=r"mask\.sum\(\).*int\(count\)") as info:
+        checks.against_torch("m", mean_over_mask, lambda x: (x * (x > 0)).sum() / (x > 0).sum(),
+                             [checks.case("c", np.array([1.0, -2.0, 3.0], dtype=np.float32))])
+    assert "float64 constant" not in str(info.value)
+
+    def float64_constant(x):
+        return x * np.float64(2.0)
+
+    with pytest.raises(checks.CheckFailure, match="float64 constant"):
+        checks.against_torch("m", float64_constant, lambda x: x * 2,
+                             [checks.case("c", np.array([1.0], dtype=np.float32))])
+
+
+def test_sigmoid_overflow_hint_is_exp_of_minus_abs_x():
+    def naive_sigmoid(x):
+        return 1 / (1 + np.exp(-x))
+
+    with pytest.raises(checks.CheckFailure, match=r"exp\(-\|x\|\)"):
+        checks.against_torch("sigmoid", naive_sigmoid, "sigmoid", [checks.case("c", np.array([-1e4, 0.0]))])
+
+
+def test_a_given_upstream_gradient_is_used():
+    """A worked example's upstream gradient, not a random one: a backward that ignores it fails."""
+    def relu_backward_ones(x, grad_out):
+        return (x > 0).astype(x.dtype)
+
+    checks.check_vjp("relu", lambda x, g: np.where(x > 0, g, 0.0), "relu", [checks.case("c", np.array([-1.0, 2.0]))],
+                     upstream=np.array([3.0, 3.0]))
+    with pytest.raises(checks.CheckFailure, match="expected 3.0, got 1.0"):
+        checks.check_vjp("relu", relu_backward_ones, "relu", [checks.case("c", np.array([-1.0, 2.0]))],
+                         upstream=np.array([3.0, 3.0]))
+
+
+def test_layout_comparison_tolerance_fits_float32():
+    """One ulp of difference between a strided input and its contiguous copy is not a layout bug
+    in float32; reading the wrong elements still is."""
+    def ulp_off_when_strided(x, W, grad_out):
+        gx = grad_out @ W
+        if not W.flags.c_contiguous:
+            gx = np.nextafter(gx, np.float32(np.inf))
+        return gx, grad_out.T @ x
+
+    def wrong_when_strided(x, W, grad_out):
+        gx, gW = grad_out @ W, grad_out.T @ x
+        return (gx[::-1].copy() if not W.flags.c_contiguous else gx), gW
+
+    case32 = [checks.case("float32", checks.randn(1, 4, 3, dtype=np.float32), checks.randn(2, 5, 3, dtype=np.float32))]
+    checks.check_vjp("linear_backward", ulp_off_when_strided, "linear", case32, fd=False)
+    with pytest.raises(checks.CheckFailure, match="non-contiguous"):
+        checks.check_vjp("linear_backward", wrong_when_strided, "linear", case32, fd=False)
+
+
+class _Node:
+    def __init__(self, *inputs):
+        self.inputs = inputs
+
+
+def test_run_shallow_fails_a_recursive_walk_even_with_the_limit_raised():
+    chain = _Node()
+    for _ in range(3000):
+        chain = _Node(chain)
+
+    def recursive(root):
+        sys.setrecursionlimit(100_000)
+        order = []
+
+        def visit(node):
+            for parent in node.inputs:
+                visit(parent)
+            order.append(node)
+
+        visit(root)
+        return order
+
+    def iterative(root):
+        order, stack = [], [root]
+        while stack:
+            order.append(stack.pop())
+            stack.extend(order[-1].inputs)
+        return order[::-1]
+
+    limit = sys.getrecursionlimit()
+    try:
+        assert len(checks.run_shallow("order", iterative, chain)) == 3001
+        with pytest.raises(checks.CheckFailure, match="recursion"):
+            checks.run_shallow("order", recursive, chain)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_check_close_hash_accepts_rounding_and_hides_the_answer():
+    digests = checks.close_digests(-np.log(0.9))
+    for ok in (0.105, 0.1054, 0.10536051565782628, 0.106):
+        checks.check_close_hash("ce", "loss_p09", ok, digests)
+    for wrong in (0.2, 0.0457, np.nan):
+        with pytest.raises(checks.CheckFailure, match="not right"):
+            checks.check_close_hash("ce", "loss_p09", wrong, digests)
+    with pytest.raises(checks.CheckFailure, match="set `loss_p09`"):
+        checks.check_close_hash("ce", "loss_p09", None, digests)

@@ -37,8 +37,9 @@ MARK = str(random.randrange(10**8, 10**9))  # names this run's stray files and p
 WELL_BEHAVED = ("a-reference", "zz-reference")  # sorted first and last: graded before and after the rest
 
 WRONG_SOFTMAX = "def softmax(z, axis=-1):\n    return np.asarray(z)"
-# What a softmax that fails costs honestly: its test, and cross_entropy_backward's, which calls it.
-SOFTMAX_LOST = ["test_cross_entropy_backward", "test_softmax"]
+# What a softmax that fails costs honestly: its test, and those of cross_entropy_backward and
+# softmax_backward, which call it.
+SOFTMAX_LOST = ["test_cross_entropy_backward", "test_softmax", "test_softmax_backward"]
 WRONG_CONCEPT = "loss_p09 = 123.0\nloss_p01 = 456.0"
 
 

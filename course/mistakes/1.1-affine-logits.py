@@ -176,6 +176,48 @@ return grad_out * e / (1 + e) ** 2''',
         loses=("test_tanh_backward",),
         code="return grad_out * (1 - x * x)",
         why="1 - x^2 instead of 1 - tanh(x)^2."),
+    # --- silu_backward, gelu_tanh_backward ----------------------------------------------------
+    Variant(
+        "silu_backward_sigma_only", "silu_backward",
+        loses=("test_silu_backward",),
+        code="return grad_out * sigmoid(x)",
+        why="Differentiates x sigma(x) as if x were a constant factor: the product rule's x sigma'(x) term is missing."),
+    Variant(
+        "silu_backward_naive_exp", "silu_backward",
+        loses=("test_silu_backward",),
+        find="    s = sigmoid(x)\n",
+        replace="    s = 1 / (1 + np.exp(-x))\n",
+        why="The textbook sigmoid inside the derivative: exp(-x) overflows for x = -1e3 (a warning, and the "
+            "docstring asks for none)."),
+    Variant(
+        "silu_backward_no_upstream", "silu_backward",
+        loses=("test_silu_backward",),
+        code="""s = sigmoid(x)
+return s * (1 + x * (1 - s))""",
+        why="Returns the local derivative silu'(x) and forgets to multiply by grad_out."),
+    Variant(
+        "gelu_backward_missing_inner_chain", "gelu_tanh_backward",
+        loses=("test_gelu_tanh_backward",),
+        find="0.5 * x * (1 - t * t) * du_dx",
+        replace="0.5 * x * (1 - t * t)",
+        why="Stops the chain rule at tanh: d tanh(u)/dx = (1 - t^2) du/dx, and du/dx is not 1."),
+    Variant(
+        "gelu_backward_float64_constant", "gelu_tanh_backward",
+        loses=("test_gelu_tanh_backward",),
+        find="c = float(np.sqrt(2.0 / np.pi))",
+        replace="c = np.sqrt(2.0 / np.pi)",
+        why="A NumPy float64 scalar promotes float32 inputs to a float64 gradient; the docstring says x's dtype."),
+    Variant(
+        "gelu_backward_product_rule_half", "gelu_tanh_backward",
+        loses=("test_gelu_tanh_backward",),
+        find="0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du_dx",
+        replace="0.5 * x * (1 - t * t) * du_dx",
+        why="Differentiates only the tanh factor: the product rule's 0.5 (1 + t) term is missing."),
+    Variant(
+        "silu_backward_two_terms", "silu_backward",
+        code="""s = sigmoid(x)
+return grad_out * s + grad_out * x * s * sigmoid(-x)""",
+        why="The product rule term by term: sigma(x) + x sigma(x) sigma(-x)."),
     # --- collapse_linear_stack --------------------------------------------------------------
     Variant(
         "collapse_wrong_order", "collapse_linear_stack",

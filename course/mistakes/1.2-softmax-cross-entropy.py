@@ -121,30 +121,105 @@ return e / np.sum(e, axis=-1, keepdims=True)''',
     Variant(
         "backward_ignored_not_zeroed", "cross_entropy_backward",
         loses=("test_cross_entropy_backward",),
-        find="    grad[~counted] = 0                        # ignored rows are not part of the loss\n",
+        find="    out[~counted] = 0                         # ignored rows are not part of the loss\n",
         replace="",
         why="Ignored rows keep softmax minus one-hot(0), although they are not part of the loss; "
             "their gradient must be zero."),
     Variant(
         "backward_no_mean_scale", "cross_entropy_backward",
         loses=("test_cross_entropy_backward",),
-        find="        grad /= n_counted                     # the 1/|V| of the mean\n",
+        find="        out /= n_counted                      # the 1/|V| of the mean\n",
         replace="        pass\n",
         why="Forgets that the mean's 1/|V| carries into the gradient: the 'mean' gradient is |V| times "
             "too large (the gradient of the sum)."),
     Variant(
         "backward_divides_by_N", "cross_entropy_backward",
         loses=("test_cross_entropy_backward",),
-        find="grad /= n_counted ",
-        replace="grad /= len(target)",
+        find="out /= n_counted ",
+        replace="out /= len(target)",
         why="Scales the mean's gradient by 1/N instead of 1/|V|, the mistake of ce_mean_over_all_rows "
             "made in backward."),
     Variant(
         "backward_wrong_sign", "cross_entropy_backward",
         loses=("test_cross_entropy_backward",),
-        find="    return grad",
-        replace="    return -grad",
+        find="    return out",
+        replace="    return -out",
         why="Returns one-hot minus softmax, the direction of steepest descent rather than the gradient."),
+    Variant(
+        "backward_ignores_upstream", "cross_entropy_backward",
+        loses=("test_cross_entropy_backward",),
+        find="""    if grad is not None:
+        grad = np.asarray(grad, dtype=out.dtype)
+        out *= grad[:, None] if reduction == "none" else grad  # one weight per row for "none"
+""",
+        replace="",
+        why="Ignores the upstream gradient: right only at the root of the graph (grad = 1), wrong for the "
+            "fused CrossEntropy of unit 1.4 inside a larger graph, and nonzero for a zero upstream."),
+    Variant(
+        "backward_upstream_not_per_row", "cross_entropy_backward",
+        loses=("test_cross_entropy_backward",),
+        find='out *= grad[:, None] if reduction == "none" else grad',
+        replace="out *= grad",
+        why="For 'none' grad holds one weight per row, (N,); multiplying it into (N, C) aligns it with the "
+            "class axis instead (an error, or a silently wrong scaling for square logits)."),
+    Variant(
+        "backward_int64_count", "cross_entropy_backward",
+        loses=("test_cross_entropy_backward",),
+        find="        out /= n_counted                      # the 1/|V| of the mean\n",
+        replace="        out = out / counted.sum()\n",
+        why="Divides by the NumPy int64 count: float32 / int64 is float64, so float32 logits give a float64 "
+            "gradient; the docstring says the logits' dtype."),
+    Variant(
+        "backward_softmax_in_place", "cross_entropy_backward",
+        loses=("test_cross_entropy_backward",),
+        find="    out = softmax(logits, axis=-1)            # p, a fresh array that we may change in place\n",
+        replace="""    out = logits
+    out -= out.max(axis=-1, keepdims=True)
+    np.exp(out, out=out)
+    out /= out.sum(axis=-1, keepdims=True)
+""",
+        why="Computes softmax in place in the caller's logits: right gradient, but the docstring says the "
+            "arguments are not modified (a network needs its logits again)."),
+    # --- softmax_backward ---------------------------------------------------------------------
+    Variant(
+        "softmax_backward_diagonal_only", "softmax_backward",
+        loses=("test_softmax_backward",),
+        code="""p = softmax(z, axis=axis)
+return grad_out * p * (1 - p)""",
+        why="Only the diagonal of the Jacobian: every p_i depends on every z_j, so the -p (p . grad_out) "
+            "term is missing (the rows no longer sum to 0)."),
+    Variant(
+        "softmax_backward_sum_last_axis", "softmax_backward",
+        loses=("test_softmax_backward",),
+        find="np.sum(p * grad_out, axis=axis, keepdims=True)",
+        replace="np.sum(p * grad_out, axis=-1, keepdims=True)",
+        why="The inner product runs along the class axis, which is `axis`, not always the last one."),
+    Variant(
+        "softmax_backward_no_keepdims", "softmax_backward",
+        loses=("test_softmax_backward",),
+        find="np.sum(p * grad_out, axis=axis, keepdims=True)",
+        replace="np.sum(p * grad_out, axis=axis)",
+        why="Without keepdims the row sums align with the last axis when broadcast back: an error, or the "
+            "wrong sums for square inputs."),
+    Variant(
+        "softmax_backward_naive_exp", "softmax_backward",
+        loses=("test_softmax_backward",),
+        find="    p = softmax(z, axis=axis)\n",
+        replace="    p = np.exp(z) / np.sum(np.exp(z), axis=axis, keepdims=True)\n",
+        why="The textbook softmax inside backward: float32 logits of magnitude 1e3 overflow (nan, warnings)."),
+    Variant(
+        "softmax_backward_no_upstream", "softmax_backward",
+        loses=("test_softmax_backward",),
+        code="""p = softmax(z, axis=axis)
+return p * (1 - np.sum(p, axis=axis, keepdims=True))""",
+        why="Forgets the upstream gradient: the Jacobian applied to ones, which is zero."),
+    Variant(
+        "softmax_backward_jacobian_matrix", "softmax_backward",
+        code="""p = np.moveaxis(softmax(z, axis=axis), axis, -1)
+g = np.moveaxis(grad_out, axis, -1)
+J = p[..., :, None] * np.eye(p.shape[-1], dtype=p.dtype) - p[..., :, None] * p[..., None, :]
+return np.moveaxis(np.einsum("...ij,...i->...j", J, g), -1, axis)""",
+        why="Builds each row's Jacobian diag(p) - p p^T explicitly and multiplies: O(C^2), but correct."),
     # --- binary_cross_entropy_with_logits ---------------------------------------------------
     Variant(
         "bce_naive_log_sigmoid", "binary_cross_entropy_with_logits",
@@ -261,10 +336,12 @@ return total / n if n else total * np.nan''',
         code=REDUCTION_CHECK + '''logits, target = np.asarray(logits), np.asarray(target)
 counted = target != ignore_index
 one_hot = np.eye(logits.shape[1], dtype=logits.dtype)[np.where(counted, target, 0)]
-grad = (softmax(logits, axis=1) - one_hot) * counted[:, None]
+out = (softmax(logits, axis=1) - one_hot) * counted[:, None]
 if reduction == "mean":
-    grad = grad / max(int(np.count_nonzero(counted)), 1)
-return grad''',
+    out = out / max(int(np.count_nonzero(counted)), 1)
+if grad is not None:  # a scalar, or one weight per row: np.reshape makes both a column
+    out = out * (np.reshape(grad, (-1, 1)) if reduction == "none" else grad).astype(out.dtype)
+return out''',
         why="One-hot rows from an identity matrix of the logits' dtype, and a mask multiply for ignored rows."),
     Variant(
         "bce_logaddexp", "binary_cross_entropy_with_logits",

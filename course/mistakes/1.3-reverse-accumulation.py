@@ -75,6 +75,65 @@ VARIANTS = [
             "so += into one input's sum changes the other's (and a Sum's read-only view cannot be added into)."),
     # ---------------------------------------------------------------- topological_order
     Variant(
+        "recursive_topological_order_raises_limit", "topological_order", ("test_topological_order",),
+        code="""import sys
+sys.setrecursionlimit(100_000)
+order, seen = [], set()
+
+def visit(node):
+    if id(node) not in seen:
+        seen.add(id(node))
+        for parent in node.inputs:
+            visit(parent)
+        order.append(node)
+
+visit(root)
+return order""",
+        why="Recursion with the limit raised by hand: the docstring asks for an iterative walk, and a deep "
+            "enough graph overflows the interpreter's own stack."),
+    Variant(
+        "topological_order_breadth_first", "topological_order", ("test_topological_order", "test_backward"),
+        code="""order, seen, queue = [], {id(root)}, [root]
+while queue:
+    node = queue.pop(0)
+    order.append(node)
+    for parent in node.inputs:
+        if id(parent) not in seen:
+            seen.add(id(parent))
+            queue.append(parent)
+return order[::-1]""",
+        why="Reversed breadth-first order: in a diamond a node can come before one of its inputs, so backward "
+            "passes a gradient on before it is complete."),
+    Variant(
+        "topological_order_skips_constants", "topological_order", ("test_topological_order",),
+        find="            if id(parent) not in seen:\n",
+        replace="            if id(parent) not in seen and parent.requires_grad:\n",
+        why="The order must hold every reachable tensor, constants included (the docstring's 'every tensor')."),
+    Variant(
+        "constants_get_grad", "backward", ("test_backward", "test_backward_rules"),
+        code="""if grad is None:
+    if np.size(root.data) != 1:
+        raise RuntimeError("grad can be implicitly created only for scalar outputs")
+    grad = np.ones(root.shape, dtype=root.data.dtype)
+received = {id(root): np.asarray(grad)}
+for node in topological_order(root)[::-1]:
+    node_grad = received.pop(id(node), None)
+    if node_grad is None:
+        continue
+    if node.is_leaf:
+        if node.grad is None:
+            node.grad = np.zeros_like(node.data)
+        node.grad += node_grad
+        continue
+    input_grads = node.fn.backward(node.ctx, node_grad)
+    if not isinstance(input_grads, tuple):
+        input_grads = (input_grads,)
+    for parent, parent_grad in zip(node.inputs, input_grads):
+        if id(parent) not in received:
+            received[id(parent)] = np.zeros_like(parent.data)
+        received[id(parent)] += parent_grad""",
+        why="A leaf created with requires_grad=False is a constant: torch gives it no .grad."),
+    Variant(
         "recursive_topological_order", "topological_order", ("test_topological_order", "test_backward"),
         code="""order, seen = [], set()
 
@@ -103,6 +162,59 @@ while stack:
 return order""",
         why="No record of visited nodes: a node used twice (x * x, diamonds) appears twice in the order."),
     # ---------------------------------------------------------------- operations
+    Variant(
+        "relu_backward_ge_at_kink", "tanh_relu", ("test_tanh_relu",),
+        find="return np.where(x > 0, grad, 0.0)", replace="return np.where(x >= 0, grad, 0.0)",
+        why="At the kink x == 0 torch's ReLU gradient is 0 (x > 0, not x >= 0), as the text says."),
+    Variant(
+        "add_saves_inputs", "add_mul_neg", ("test_add_mul_neg",),
+        find="""    def forward(ctx, x, y):
+        return x + y""",
+        replace="""    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x + y""",
+        why="Add needs nothing from its forward pass; the spec says it saves nothing."),
+    Variant(
+        "matmul_saves_output", "matmul", ("test_matmul",),
+        find="""        ctx.save_for_backward(A, B)
+        return A @ B""",
+        replace="""        out = A @ B
+        ctx.save_for_backward(A, B, out)
+        return out""",
+        why="MatMul saves (A, B) only: its output is no part of either gradient."),
+    Variant(
+        "sum_saves_input", "sum", ("test_sum",),
+        find="""        ctx.save_for_backward(x.shape)
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape = ctx.saved_tensors[0]""",
+        replace="""        ctx.save_for_backward(x)
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape = ctx.saved_tensors[0].shape""",
+        why="Right gradient, wrong saved value: Sum saves only the input's shape, not a copy of the input."),
+    Variant(
+        "log_saves_output", "exp_log", ("test_exp_log",),
+        find="""        ctx.save_for_backward(x)
+        return np.log(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / x""",
+        replace="""        out = np.log(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad / np.exp(out)""",
+        why="Right gradient, wrong saved value: Log saves its input; the output costs an exp in backward."),
     Variant(
         "mul_grads_swapped", "add_mul_neg", ("test_add_mul_neg", "test_backward", "test_backward_rules"),
         find="return grad * y, grad * x", replace="return grad * x, grad * y",

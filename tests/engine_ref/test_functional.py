@@ -381,3 +381,19 @@ def test_regression_losses_match_torch(name, reduction, dtype):
 def test_losses_reject_unknown_reduction(name):
     with pytest.raises(ValueError):
         getattr(fn, name)(checks.randn(0, 3), checks.randn(1, 3, low=0.0), reduction="average")
+
+
+# --- unit 1.2: cross_entropy_backward takes an upstream gradient (unit 1.4's fused CrossEntropy) ---
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cross_entropy_backward_upstream_gradient(reduction, dtype):
+    logits = checks.randn(66, 5, 4, dtype=dtype, scale=2.0)
+    target = np.array([0, -100, 3, 2, 1])
+    grad = checks.randn(67, *((5,) if reduction == "none" else ()), dtype=dtype)
+    t = torch.from_numpy(logits).requires_grad_(True)
+    loss = F.cross_entropy(t, torch.from_numpy(target), reduction=reduction)
+    expected, = torch.autograd.grad(loss, t, torch.from_numpy(grad))
+    got = fn.cross_entropy_backward(logits, target, reduction=reduction, grad=grad)
+    checks.assert_close(got, expected.numpy(), task="cross_entropy_backward", case="upstream", kind="grad")
+    zero = fn.cross_entropy_backward(logits, target, reduction=reduction, grad=np.zeros_like(grad))
+    assert zero.dtype == logits.dtype and not np.any(zero)
