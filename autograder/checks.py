@@ -113,6 +113,13 @@ def _bind_torch():
     _warm_up()
 
 
+def oracle(name):
+    """The torch oracle called ``name`` (see :mod:`autograder.oracles`), importing torch first if no
+    check has needed it yet."""
+    _bind_torch()
+    return oracles.oracle(name)
+
+
 def _is_tensor(x):
     """Whether ``x`` is a torch tensor, without importing torch for a notebook that never did."""
     if oracles is None and "torch" in _modules:
@@ -1047,6 +1054,7 @@ def torch_gradients(oracle_name, args, grad_out=None, wrt=(0,), **kwargs):
 
     For exercises whose answer is a gradient computed some other way (finite differences), so that
     a test cell can compare it with torch by oracle name."""
+    _bind_torch()
     torch_fn = oracles.oracle(oracle_name)
     _, out = _torch_forward(torch_fn, args, kwargs)
     g = _ones(_to_numpy(out).shape) if grad_out is None else _asarray(grad_out, dtype=_float64)

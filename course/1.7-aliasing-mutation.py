@@ -686,7 +686,7 @@ def versions_hint(got, expected):
 
 def check_versions(data, label):
     got_trace, got_values = checks.run_student("inplace_ops", version_trace, OUR_TENSORS, data)
-    expected_trace, expected_values = checks.oracles.oracle("version_trace")(version_trace, data)
+    expected_trace, expected_values = checks.oracle("version_trace")(version_trace, data)
     checks.check_equal("inplace_ops", label, "(step, returned self, versions of x, v, r, t, c)",
                        got_trace, expected_trace, hints=[versions_hint])
     for name, g, e in zip(["x", "v", "r", "t", "c", "w", "x's original array"], got_values, expected_values):
@@ -1246,7 +1246,7 @@ ORDER_HINT = lambda g, e: ("same entries in another order: a module's own entrie
 
 def check_module(build, label):
     model = checks.run_student("module", build, OUR_NN)
-    expected = checks.oracles.oracle("module_layout")(build)
+    expected = checks.oracle("module_layout")(build)
     for what in ("named_parameters", "named_buffers"):
         got = checks.run_student("module", layout, model, what)
         checks.check_equal("module", label, f"{what}() as (name, shape)", got, expected[what],
@@ -1329,7 +1329,7 @@ def build_tied_lm(nn):
     return TiedLM()
 
 
-torch_layout = checks.oracles.oracle("module_layout")(build_tied_lm)
+torch_layout = checks.oracle("module_layout")(build_tied_lm)
 checks.check_equal("tied_counts", "torch's TiedLM", "n_named_parameters", n_named_parameters,
                    len(torch_layout["named_parameters"]))
 checks.check_equal("tied_counts", "torch's TiedLM", "n_state_dict_keys", n_state_dict_keys,
@@ -1411,7 +1411,7 @@ from autograder import checks
 def check_state_dict(build, label):
     model = checks.run_student("state_dict", build, OUR_NN)
     sd = checks.run_student("state_dict", model.state_dict)
-    expected = checks.oracles.oracle("module_layout")(build)["state_dict"]
+    expected = checks.oracle("module_layout")(build)["state_dict"]
     got = [(k, tuple(np.shape(v))) for k, v in sd.items()]
     checks.check_equal("state_dict", label, "state_dict() as (key, shape)", got, expected, hints=[
         lambda g, e: "a tied parameter appears under each name it is registered under." if len(g) < len(e) else None,
@@ -1489,7 +1489,7 @@ def random_state(model, seed):
 
 
 def torch_report(build, state, strict):
-    return checks.oracles.oracle("load_report")(build, state, strict)
+    return checks.oracle("load_report")(build, state, strict)
 
 
 def our_report(model, state, strict):
@@ -1631,7 +1631,7 @@ def check_linear(n_in, n_out, bias, seed):
     label = f"Linear({n_in}, {n_out}, bias={bias})"
     build = lambda nn: nn.Linear(n_in, n_out, bias=bias)
     layer = checks.run_student("linear_mlp", build, OUR_NN)
-    expected = checks.oracles.oracle("module_layout")(build)["named_parameters"]
+    expected = checks.oracle("module_layout")(build)["named_parameters"]
     checks.check_equal("linear_mlp", label, "named_parameters() as (name, shape)",
                        checks.run_student("linear_mlp", layout, layer, "named_parameters"), expected)
     again = [checks.run_student("linear_mlp", Linear, n_in, n_out, bias=bias, rng=seed) for _ in range(2)]
@@ -1649,7 +1649,7 @@ def check_linear(n_in, n_out, bias, seed):
 def check_mlp(sizes, batch, seed):
     label = f"MLP({sizes})"
     x = checks.randn(seed, batch, sizes[0])
-    torch_state, torch_out = checks.oracles.oracle("mlp_reference")(sizes, x, seed)
+    torch_state, torch_out = checks.oracle("mlp_reference")(sizes, x, seed)
     model = checks.run_student("linear_mlp", MLP, sizes, rng=seed)
     got = [(k, tuple(p.shape)) for k, p in checks.run_student("linear_mlp", lambda: list(model.named_parameters()))]
     checks.check_equal("linear_mlp", label, "named_parameters() as (name, shape)", got,
@@ -1779,7 +1779,7 @@ def check_sgd(seed, shapes, steps, **hyper):
     grads = [[None if (t == 1 and i == 1) else checks.randn(100 * seed + 10 * t + i, *s) for i, s in enumerate(shapes)]
              for t in range(steps)]
     kept = [[None if g is None else g.copy() for g in step] for step in grads]
-    expected = checks.oracles.oracle("sgd_steps")([a.copy() for a in initial], kept, **hyper)
+    expected = checks.oracle("sgd_steps")([a.copy() for a in initial], kept, **hyper)
     got = checks.run_student("sgd", run_sgd, [a.copy() if i != 2 else checks.strided(a) for i, a in enumerate(initial)],
                              grads, **hyper)
     for t, ((values, versions, same), (want, want_versions)) in enumerate(zip(got, expected)):
