@@ -1769,7 +1769,7 @@ def check_found(label, engine):
 check_found("CORRECT_ENGINE", CORRECT_ENGINE)
 check_found("PLANTED, our engine", PLANTED)
 engines = [make_engine(bug) for bug in BUG_CANDIDATES] + [make_engine()]
-random.SystemRandom().shuffle(engines)  # which engine comes when says nothing about its bug
+_DISGUISES.shuffle(engines)  # which engine comes when says nothing about its bug
 for engine in engines:
     check_found("an engine of make_engine", engine)
 ### BEGIN HIDDEN TESTS
@@ -1780,7 +1780,7 @@ OTHER_BUGS = [("Sub", "unbroadcast(-grad, a_shape), unbroadcast(grad, b_shape)")
               ("Neg", "-np.ones_like(grad)"), ("Exp", "out"), ("Log", "grad / (a + 1)"),
               ("Tanh", "grad * (1 - np.tanh(out) ** 2)"), ("ReLU", "grad * mask * 2.0")]
 engines = [make_engine(bug) for bug in OTHER_BUGS] + [make_engine()]
-random.SystemRandom().shuffle(engines)
+_DISGUISES.shuffle(engines)
 for engine in engines:
     check_found("an engine broken another way", engine)
 ### END HIDDEN TESTS

@@ -247,7 +247,7 @@ return float(torch.max(torch.abs(ta - tb) / torch.clamp(torch.abs(ta) + torch.ab
             "learns the check failed, and nothing says where."),
     Variant(
         "gc_nan_passes", "gradcheck",
-        loses=("test_gradcheck",),
+        loses=("test_gradcheck", "test_gradcheck_error"),
         find="if not margin <= 0:  # nan fails too", replace="if margin > 0:",
         why="Tests 'fails' with margin > 0: a nan gradient compares false and passes."),
     Variant(
