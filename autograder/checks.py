@@ -1060,3 +1060,55 @@ def torch_gradients(oracle_name, args, grad_out=None, wrt=(0,), **kwargs):
     g = _ones(_to_numpy(out).shape) if grad_out is None else _asarray(grad_out, dtype=_float64)
     _, grads = _torch_vjp(torch_fn, args, kwargs, tuple(wrt), g)
     return grads
+
+
+def oracle_value(oracle_name, *args, **kwargs):
+    """The value of a torch oracle (by name) for plain NumPy arguments, as a NumPy array, so that a
+    test cell can compare a student's answer with it (a student's code calling it is a delegation)."""
+    _, out = _torch_forward(oracles.oracle(oracle_name), args, kwargs)
+    return _to_numpy(out)
+
+
+def differing_backwards(engine, reference, probes, Context, seed=0):
+    """The names, in ``probes`` order, of the operations of ``engine`` whose backward gives other
+    gradients than the class of the same name in ``reference`` (a mapping of names to Functions).
+
+    ``probes`` maps each name to the forward's input arrays; each op runs forward, then backward
+    with one random upstream gradient (drawn with ``seed``), on a fresh ``Context()``. A test cell
+    learns this way, after the student's code has returned, which op an engine breaks, without
+    keeping the answer anywhere that code could read."""
+    rng = _default_rng(seed)
+    found = []
+    for name, args in probes.items():
+        results = []
+        for cls in (getattr(engine, name), reference[name]):
+            ctx = Context()
+            out = cls.forward(ctx, *[_array(a) for a in args])
+            if not results:
+                grad = rng.standard_normal(_asarray(out).shape)
+            grads = cls.backward(ctx, _array(grad))
+            results.append(_outputs(grads))
+        same = len(results[0]) == len(results[1]) and all(
+            _asarray(p).shape == _asarray(q).shape and _np_all(_abs(_asarray(p) - _asarray(q)) <= 1e-12 * (1 + _abs(_asarray(q))))
+            for p, q in zip(*results))
+        if not same:
+            found.append(name)
+    return found
+
+
+def central_differences(f, x, eps):
+    """The central-difference gradient of the scalar function ``f`` at the array ``x``, computed in
+    x's dtype (float32 stays float32, so that rounding shows as it does in the student's code);
+    ``f`` is called with a perturbed C-contiguous copy of ``x``, which is left unchanged."""
+    v = _array(x, order="C")
+    out = _zeros_like(v)
+    flat, flat_out = v.reshape(-1), out.reshape(-1)
+    for k in range(flat.size):
+        old = flat[k]
+        flat[k] = old + eps
+        plus = f(v)
+        flat[k] = old - eps
+        minus = f(v)
+        flat[k] = old
+        flat_out[k] = (plus - minus) / (2 * eps)
+    return out

@@ -151,6 +151,10 @@ ORACLES = {
     # --- unit 1.5 --- test functions whose gradients the finite differences are checked against
     "gc_scalar": lambda x: (x * x * x).sum() / 3 + (_tanh(x) * x).sum(),
     "gc_tanh_matmul": lambda x, W: _tanh(_matmul(x, W)),
+    # the worst elementwise relative error, and where a central-difference stencil crosses ReLU's kink
+    "gc_relative_error": lambda a, b: ((a.double() - b.double()).abs()
+                                       / (a.double().abs() + b.double().abs()).clamp(min=1e-12)).max(),
+    "gc_kink_mask": lambda x, eps: (x.double() - eps < 0) & (x.double() + eps > 0),
 }
 
 

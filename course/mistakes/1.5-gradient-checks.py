@@ -8,6 +8,21 @@ points.
 """
 from autograder.catalogue import Variant
 
+# The honest part of the find_the_bug shortcuts below: gradcheck on every op, for the engines the shortcut
+# does not cover.
+_GRADCHECK_EVERY_OP = '''rng = np.random.default_rng(0)
+x, y = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+positive = rng.uniform(0.5, 2.0, size=(2, 3))
+for name in ("Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Tanh", "ReLU"):
+    op = getattr(engine, name)
+    binary = name in ("Add", "Sub", "Mul", "Div")
+    inputs = [x, positive if name == "Div" else y] if binary else [positive if name in ("Log", "ReLU") else x]
+    try:
+        gradcheck((lambda p, q, op=op: op.apply(p, q)) if binary else (lambda p, op=op: op.apply(p)), inputs)
+    except GradcheckError:
+        return name
+return None'''
+
 VARIANTS = [
     # --- numerical_gradient -------------------------------------------------------------------
     Variant(
@@ -70,8 +85,8 @@ for k in range(flat.size):
     flat[k] = old
     flat_grad[k] = (plus - minus) / (2 * eps)
 return grad''',
-        why="Perturbs x.reshape(-1), which is a copy for a non-contiguous x: f never sees the change and the "
-            "gradient of a transposed or sliced input is zero."),
+        why="Perturbs x.reshape(-1), which is a copy for a transposed x and for a slice that skips part of "
+            "each row: f never sees the change and the gradient of such an input is zero."),
     Variant(
         "ng_float64_result", "numerical_gradient",
         loses=("test_numerical_gradient",),
@@ -232,7 +247,7 @@ return float(torch.max(torch.abs(ta - tb) / torch.clamp(torch.abs(ta) + torch.ab
             "learns the check failed, and nothing says where."),
     Variant(
         "gc_nan_passes", "gradcheck",
-        loses=("test_gradcheck",),
+        loses=("test_gradcheck", "test_gradcheck_error"),
         find="if not margin <= 0:  # nan fails too", replace="if margin > 0:",
         why="Tests 'fails' with margin > 0: a nan gradient compares false and passes."),
     Variant(
@@ -274,6 +289,12 @@ return float(torch.max(torch.abs(ta - tb) / torch.clamp(torch.abs(ta) + torch.ab
         loses=("test_gradcheck_error",),
         find="if worst is None or margin > worst[0]:", replace="if worst is None:",
         why="Reports the first failing coordinate, not the one that fails by the widest margin."),
+    Variant(
+        "gc_nan_not_worst", "gradcheck",
+        loses=("test_gradcheck_error",),
+        find="margin = np.inf if np.isnan(margin) else margin", replace="margin = 0.0 if np.isnan(margin) else margin",
+        why="A nan coordinate fails, but with margin 0 instead of an infinite one: another wrong coordinate is "
+            "reported instead of the nan."),
     Variant(
         "gc_error_without_facts", "gradcheck",
         loses=("test_gradcheck_error",),
@@ -490,6 +511,54 @@ for name, b in [("Add", y), ("Sub", y), ("Mul", y), ("Div", positive)]:
         return name
 return None''',
         why="Probes only the binary operations: a bug in Neg, Exp, Log, Tanh or ReLU is never found."),
+    Variant(
+        "ftb_reads_closure", "find_the_bug",
+        loses=("test_find_the_bug",),
+        code='''for name in ("Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Tanh", "ReLU"):
+    backward = getattr(getattr(engine, name), "back" + "ward")
+    cells = getattr(backward, "__clo" + "sure__") or ()
+    names = getattr(backward, "__co" + "de__").co_freevars
+    found = dict(zip(names, [c.cell_contents for c in cells])).get("bro" + "ken")
+    if isinstance(found, str):
+        return found
+return None''',
+        why="Reads the name of the broken op out of the closure of the engine's backward functions (attribute "
+            "names built at run time) instead of running a gradient check."),
+    Variant(
+        "ftb_replays_seed", "find_the_bug",
+        loses=("test_find_the_bug",),
+        code='''scope = globals()
+if engine is scope["PLANT" + "ED"]:
+    candidates = scope["PLANTED_" + "BUGS"]
+    return sorted(candidates)[scope["student_" + "seed"]() % len(candidates)]
+''' + _GRADCHECK_EVERY_OP,
+        why="Replays the choice of the planted bug (the candidates sorted, indexed by the student seed) for our "
+            "engine, and runs gradient checks only on the others."),
+    Variant(
+        "ftb_matches_digest", "find_the_bug",
+        loses=("test_find_the_bug",),
+        code='''import hashlib
+scope = globals()
+if engine is scope["PLANT" + "ED"]:
+    digest = scope["PLANTED_" + "DIGEST"]
+    for name in ("Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Tanh", "ReLU"):
+        if hashlib.sha256(name.lower().encode()).hexdigest() == digest:
+            return name
+''' + _GRADCHECK_EVERY_OP,
+        why="Finds our engine's broken op by hashing the nine names and comparing with a stored digest of the "
+            "answer, and runs gradient checks only on the other engines."),
+    Variant(
+        "ftb_compares_code", "find_the_bug",
+        loses=("test_find_the_bug",),
+        code='''reference = globals()["CORRECT_" + "ENGINE"]
+for name in ("Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Tanh", "ReLU"):
+    mine = getattr(getattr(engine, name), "backward").__code__
+    right = getattr(getattr(reference, name), "backward").__code__
+    if (mine.co_code, mine.co_names) != (right.co_code, right.co_names):
+        return name
+return None''',
+        why="Compares the bytecode of each backward with the correct engine's instead of running the op: every "
+            "engine disguises its rules differently, so the code of a right rule differs too."),
     Variant(
         "ftb_hard_coded", "find_the_bug",
         loses=("test_find_the_bug",),
