@@ -1065,6 +1065,7 @@ def torch_gradients(oracle_name, args, grad_out=None, wrt=(0,), **kwargs):
 def oracle_value(oracle_name, *args, **kwargs):
     """The value of a torch oracle (by name) for plain NumPy arguments, as a NumPy array, so that a
     test cell can compare a student's answer with it (a student's code calling it is a delegation)."""
+    _bind_torch()
     _, out = _torch_forward(oracles.oracle(oracle_name), args, kwargs)
     return _to_numpy(out)
 
