@@ -473,7 +473,12 @@ class _Scanner(ast.NodeVisitor):
         if func in LOOKUPS:
             position = LOOKUPS[func]
             name = node.args[position] if len(node.args) > position else None
-            if name is not None and not isinstance(name, ast.Starred) and _const_str(name) is None:
+            # getattr(engine, name) on a plain variable of the student's (an engine, a module of
+            # layers) is ordinary code; on a module, an attribute chain, a call or a subscript it
+            # may reach anything
+            obj = node.args[0] if position == 1 and node.args else None
+            ordinary = isinstance(obj, ast.Name) and not self.resolve(obj)
+            if name is not None and not isinstance(name, ast.Starred) and _const_str(name) is None and not ordinary:
                 self.flag(node, "dynamic-lookup", f"calls {func.removeprefix('builtins.')} with a computed name")
         if func in MAGICS:
             self.magic(node)

@@ -9,6 +9,8 @@ solution region with ``code``.
 * A **mistake** names the test cells it must lose points on (``loses``).
 * A **correct alternative** has ``loses=()`` and must keep full marks.
 * A **delegation** (a solution that hands the work to torch) is a mistake like any other.
+* A submission that games the checks names the integrity-audit flag kinds it must raise
+  (``flagged``); every other variant must raise none.
 """
 import importlib.util
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ class Variant:
     replace: str = None
     code: str = None
     why: str = ""
+    flagged: tuple = ()
 
     @property
     def is_mistake(self):

@@ -523,7 +523,8 @@ return None''',
         return found
 return None''',
         why="Reads the name of the broken op out of the closure of the engine's backward functions (attribute "
-            "names built at run time) instead of running a gradient check."),
+            "names built at run time) instead of running a gradient check.",
+        flagged=("dynamic-lookup",)),
     Variant(
         "ftb_replays_seed", "find_the_bug",
         loses=("test_find_the_bug",),
