@@ -39,7 +39,8 @@ ASSIGNMENTS = [
     Assignment("1.6-tensor-layout", "tensor_layout", "Tensor layout: shape, stride, views and copies",
                torch_tasks=("shares_storage", "assert_view")),
     Assignment("1.7-aliasing-mutation", "aliasing_mutation", "Aliasing, mutation and module ownership"),
-    Assignment("1.8-mini-project", "mini_project", "Mini-project: tensor reverse-mode engine with differential checks"),
+    Assignment("1.8-mini-project", "mini_project", "Mini-project: tensor reverse-mode engine with differential checks",
+               torch_tasks=("differential_tests",)),
 ]
 BY_ID = {a.id: a for a in ASSIGNMENTS}
 

@@ -84,7 +84,7 @@ import numpy as np
 import torch
 from autograder import checks
 
-# The only exercises of the course where torch is the point: their checks let them call torch.
+# The exercises of this unit where torch is the point: their checks let them call torch.
 TORCH_TASKS = ("shares_storage", "assert_view")
 
 # %% [markdown]
