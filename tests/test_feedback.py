@@ -91,7 +91,9 @@ def test_one_page_per_student(course):
 @pytest.mark.parametrize("student", ["reference", "mistakes"])
 def test_no_hidden_test_line_is_shown(course, student):
     secret = hidden_lines(course["submissions"][student])
-    assert len(secret) > 50  # the unit has many hidden checks: the test compares real lines
+    # the hidden parts rerun the visible case families with other seeds (a few lines per test
+    # cell), so there are some ten distinct lines to look for: the test compares real lines
+    assert len(secret) >= 10
     page = course["pages"][student]
     leaked = sorted(line for line in secret if line in page)
     assert not leaked, f"hidden test lines in {student}'s feedback: {leaked[:5]}"
