@@ -1541,8 +1541,8 @@ for name, (bug, what) in example_bugs().items():
         "engine.Op.apply(...) (operators would use another engine's ops), use random upstream gradients and "
         "random broadcast shape pairs, and reuse a node (x * x) in the branched graph.")
 ### BEGIN HIDDEN TESTS
-from autograder import oracles
-reference = oracles.torch_engine()
+from autograder import torch_engine
+reference = torch_engine.torch_engine()
 R = reference
 
 
@@ -1638,7 +1638,7 @@ def _planted(**backward_of):
 PLANTED = {
     "broadcasting (a gradient not reduced to its operand's shape)": _planted(Mul=_mul_no_unbroadcast),
     "accumulation (a gradient replaced instead of added)": {
-        "backward": lambda root, grad=None: oracles.engine_backward(root, grad, combine=lambda old, new: new)},
+        "backward": lambda root, grad=None: torch_engine.engine_backward(root, grad, combine=lambda old, new: new)},
     "a missing transpose": _planted(MatMul=_matmul_square),
     "a wrong saved value": _planted(Tanh=_tanh_input),
     "numerical stability (no max shift)": {
@@ -1654,9 +1654,9 @@ PLANTED = {
 }
 # A correct engine built the way the planted ones are (replaced parts defined here), so that a
 # test which tells planted engines apart by how they are built, not by what they compute, fails.
-decoy = oracles.torch_engine(**_planted(Sub=lambda ctx, grad: R.Sub.backward(ctx, grad)),
+decoy = torch_engine.torch_engine(**_planted(Sub=lambda ctx, grad: R.Sub.backward(ctx, grad)),
                              SGD=type("SGD", (R.SGD,), {}),
-                             backward=lambda root, grad=None: oracles.engine_backward(root, grad))
+                             backward=lambda root, grad=None: torch_engine.engine_backward(root, grad))
 for test in (property_test, branched_graph_test):
     try:
         checks.run_student("differential_tests", test, reference, numpy_only=False)
@@ -1665,7 +1665,7 @@ for test in (property_test, branched_graph_test):
         raise checks.CheckFailure(f"[differential_tests] {test.__name__} fails on a correct engine, so it scores 0: "
                                   f"{failure}") from None
 missed = [kind for kind, changes in PLANTED.items()
-          if not any(catches(test, oracles.torch_engine(**changes)) for test in (property_test, branched_graph_test))]
+          if not any(catches(test, torch_engine.torch_engine(**changes)) for test in (property_test, branched_graph_test))]
 caught = len(PLANTED) - len(missed)
 print(f"[differential_tests] caught {caught} of {len(PLANTED)} planted bugs"
       + (f"; missed kinds: {', '.join(missed)}" if missed else ""))

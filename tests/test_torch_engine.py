@@ -1,11 +1,11 @@
-"""oracles.torch_engine, the engine the unit 1.8 grader runs students' differential tests against,
+"""autograder.torch_engine, the engine the unit 1.8 grader runs students' differential tests against,
 agrees with the reference engine: the same values and gradients, the same SGD steps, torch's
 rules in backward, and replaced parts are used by the engine's own operators."""
 import numpy as np
 import pytest
 
 import engine_ref
-from autograder import oracles
+from autograder import torch_engine
 
 
 def branched(E, x, b, W, target):
@@ -20,7 +20,7 @@ def test_gradients_match_the_reference_engine():
     arrays = rng.standard_normal((3, 4)), rng.standard_normal(4), rng.standard_normal((4, 3))
     target = np.array([0, 1, 2])
     grads = []
-    for E in (oracles.torch_engine(), engine_ref):
+    for E in (torch_engine.torch_engine(), engine_ref):
         leaves = [E.Tensor(a.copy(), requires_grad=True) for a in arrays]
         E.backward(branched(E, *leaves, target))
         grads.append([t.grad for t in leaves])
@@ -30,7 +30,7 @@ def test_gradients_match_the_reference_engine():
 
 def test_sgd_matches_the_reference_sgd():
     rng = np.random.default_rng(1)
-    E = oracles.torch_engine()
+    E = torch_engine.torch_engine()
     p0 = rng.standard_normal(3)
     p, q = E.Parameter(p0.copy()), engine_ref.Parameter(p0.copy())
     ours, theirs = E.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.2), engine_ref.SGD([q], lr=0.1, momentum=0.9,
@@ -44,7 +44,7 @@ def test_sgd_matches_the_reference_sgd():
 
 
 def test_backward_follows_torch_rules():
-    E = oracles.torch_engine()
+    E = torch_engine.torch_engine()
     x = E.Tensor(np.ones((2, 2)), requires_grad=True)
     with pytest.raises(RuntimeError, match="scalar outputs"):
         E.backward(x * x)
@@ -55,7 +55,7 @@ def test_backward_follows_torch_rules():
 
 
 def test_a_replaced_op_is_used_by_the_operators():
-    base = oracles.torch_engine()
+    base = torch_engine.torch_engine()
 
     class Sub(base.Sub):
         @staticmethod
@@ -63,7 +63,7 @@ def test_a_replaced_op_is_used_by_the_operators():
             ga, gb = base.Sub.backward(ctx, grad)
             return ga, -gb
 
-    E = oracles.torch_engine(Sub=Sub)
+    E = torch_engine.torch_engine(Sub=Sub)
     a, b = E.Tensor(np.ones(3), requires_grad=True), E.Tensor(np.ones(3), requires_grad=True)
     ((a - b) * 2.0).sum().backward()
     np.testing.assert_array_equal(b.grad, 2 * np.ones(3))  # the planted sign, through an operator
