@@ -262,6 +262,14 @@ def _files(url, assignments):
     return files
 
 
+def published_lines(assignments=None):
+    """Every line of the release notebooks. A later unit hands an earlier unit's machinery over in a
+    locked cell, so what a release notebook gives every student is not a leak elsewhere in the
+    student repository (each release notebook is leak-checked on its own, by ``release.leaks``)."""
+    return {line.strip() for a in assignments or authored()
+            for c in nbformat.read(a.release_path(), as_version=4).cells for line in c.source.splitlines()}
+
+
 def leaks(tree, assignments=None):
     """What of the instructor's material shows anywhere under ``tree``: one message per finding.
 
@@ -271,13 +279,10 @@ def leaks(tree, assignments=None):
     notebooks, the word ``engine_ref`` too (the checks' own code names it, to forbid it).
     """
     tree = Path(tree)
-    secret, published = set(), set()
+    secret = set()
     for a in assignments or authored():
         secret |= release.hidden_lines(nbformat.read(a.source_path(), as_version=4))
-        published |= {line.strip() for c in nbformat.read(a.release_path(), as_version=4).cells
-                      for line in c.source.splitlines()}
-    # a later unit hands an earlier unit's machinery over in a locked cell: what a release
-    # notebook gives every student is not a leak elsewhere (each release is leak-checked on its own)
+    published = published_lines(assignments)
     secret -= published
     engine = release.engine_ref_lines() - published
     out = [f"{p}: named engine_ref" for p in tree.rglob("*engine_ref*")]
