@@ -27,7 +27,8 @@ def available():
     return all(_binary(n) for n in ("initdb", "pg_ctl"))
 
 
-def _free_port():
+def free_port():
+    """A TCP port on loopback that is free now (for a test's own server)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -41,7 +42,7 @@ def server():
     tmp = Path(tempfile.mkdtemp(prefix="pg-"))
     if as_root:
         shutil.chown(tmp, "postgres")
-    data, port = tmp / "data", _free_port()
+    data, port = tmp / "data", free_port()
     run = lambda *cmd: subprocess.run(prefix + list(cmd), check=True, capture_output=True, text=True)  # noqa: E731
     run(_binary("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
     run(_binary("pg_ctl"), "-D", str(data), "-w", "-l", str(tmp / "log"),

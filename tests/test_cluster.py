@@ -3,7 +3,6 @@ on loopback, started and stopped here), with no grade lost or doubled when a wor
 is killed halfway."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,19 +22,13 @@ pytestmark = pytest.mark.xdist_group("cluster")
 BIN = Path(sys.executable).parent
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def dask_cluster(workers=2):
     """A dask-scheduler and ``workers`` one-thread dask-worker processes (no nanny: a killed worker
     stays dead); yields the address and the worker processes."""
     from distributed import Client
 
-    port = _free_port()
+    port = pg.free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = nbgrader_env()
     quiet = dict(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

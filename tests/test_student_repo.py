@@ -7,7 +7,6 @@ then run there with the student package alone.
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 import environments
+import pg
 from autograder import build, release, solutions, student_repo
 from autograder.course import BY_ID, ROOT
 
@@ -174,12 +174,6 @@ print(json.dumps(ExtensionConfigManager(read_config_path=jupyter_config_path()).
 """
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url):
     try:
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -192,7 +186,7 @@ def test_student_environment_enables_the_assignment_list_and_validate_only(repo,
     """JupyterLab started by the repository's `start` script, on loopback: the assignment list's
     and Validate's handlers answer, formgrader's and the course list's do not exist, and the page
     disables the formgrader, course-list and create-assignment plugins."""
-    port, token = _free_port(), "student-repo-test"
+    port, token = pg.free_port(), "student-repo-test"
     env = {**environments.clean_env(), "HOME": str(tmp_path), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     lab = subprocess.Popen([str(repo / "start"), str(venv.parent / "jupyter"), "lab", "--no-browser", "--allow-root",
                             "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"],
