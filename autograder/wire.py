@@ -1,0 +1,250 @@
+"""The data that crosses the trust boundary between the grader and a student's kernel.
+
+A message is JSON. Plain data travels by value: ``None``, booleans, numbers, strings, tuples,
+lists, dicts, NumPy scalars and NumPy arrays of a numeric or boolean dtype. Anything else stays
+where it lives and travels as a *handle*, a number that the other side turns into a proxy.
+
+**Arrays keep their layout and their aliasing.** An array travels as its *owner* (the
+contiguous buffer at the bottom of its ``.base`` chain), sent once per message however many
+arrays view it, and the offset, shape and strides of the view. A transposed or sliced input
+stays non-contiguous on the other side, two views of one buffer stay views of one buffer, and a
+result that views an argument views the same buffer the other side sent. Each side keeps every
+owner it has seen under one id: a buffer that changed (the student's code wrote into an input,
+or a test wrote into an array a Tensor holds) is sent again in the next message, and written in
+place on arrival, so that views on both sides see the change.
+
+Nothing here unpickles: arrays are raw bytes with a dtype from :data:`DTYPES`, and decoding
+rejects anything else. Decoding is the only code of the grader's side that reads what a
+student's kernel wrote, so it checks every field it uses.
+"""
+import base64
+import types
+import weakref
+
+import numpy as np
+
+DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                    "float16", "float32", "float64", "complex64", "complex128"])
+MAX_OWNER_BYTES = 256 << 20
+# The types of NumPy's functions (np.tanh, np.sum...); an object of another type is not asked its name.
+_NUMPY_CALLABLES = (np.ufunc, type(np.sum), types.FunctionType, types.BuiltinFunctionType)  # a bigger buffer stays where it is, as a handle
+
+
+class WireError(ValueError):
+    """A message that does not follow this format."""
+
+
+def _owner(a):
+    o = a
+    while isinstance(o.base, np.ndarray):
+        o = o.base
+    if not o.flags.c_contiguous or o.dtype.hasobject:
+        return None  # sent as its own contiguous copy
+    return o
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+class Owners:
+    """One side's table of array buffers by id, each with the bytes last sent or received. It
+    holds them weakly: a buffer that nothing else on this side holds can no longer be seen
+    changing here."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.by_id = {}  # id: [weak reference to the owner array, bytes last synchronised]
+        self.ids = {}  # id(owner array): id
+        self.count = 0
+
+    def get(self, key):
+        entry = self.by_id.get(key)
+        return None if entry is None else entry[0]()
+
+    def add(self, key, owner, seen):
+        def gone(_, key=key, address=id(owner)):
+            self.by_id.pop(key, None)
+            if self.ids.get(address) == key:
+                del self.ids[address]
+        self.by_id[key] = [weakref.ref(owner, gone), seen]
+        self.ids[id(owner)] = key
+
+    def id_for(self, owner):
+        key = self.ids.get(id(owner))
+        if key is None or self.get(key) is not owner:
+            self.count += 1
+            key = f"{self.prefix}{self.count}"
+            self.add(key, owner, None)
+        return key
+
+    def changed(self):
+        """Ids whose bytes differ from what the other side last saw."""
+        out = []
+        for key, (ref, seen) in list(self.by_id.items()):
+            owner = ref()
+            if owner is not None and (seen is None or owner.tobytes() != seen):
+                out.append(key)
+        return out
+
+
+class Codec:
+    """Encodes and decodes messages for one side; ``handles`` maps handle numbers both ways."""
+
+    def __init__(self, prefix, make_handle, resolve_handle):
+        self.owners = Owners(prefix)
+        self.make_handle = make_handle  # object -> int, for what cannot travel by value
+        self.resolve_handle = resolve_handle  # int -> object (a proxy on the grader's side)
+
+    # --- encoding ---------------------------------------------------------------------------
+    def encode_message(self, payload):
+        self._sent = {}
+        body = self.encode(payload)
+        for key in self.owners.changed():
+            self._send_owner(key)
+        return {"body": body, "owners": self._sent}
+
+    def _send_owner(self, key):
+        if key in self._sent:
+            return
+        owner = self.owners.get(key)
+        data = owner.tobytes()
+        self.owners.by_id[key][1] = data
+        self._sent[key] = {"dtype": owner.dtype.name, "shape": list(owner.shape),
+                           "data": base64.b64encode(data).decode("ascii")}
+
+    def _array(self, a):
+        owner = _owner(a)
+        if owner is None:
+            owner = np.ascontiguousarray(a)
+            view = {"offset": 0, "shape": list(a.shape), "strides": list(owner.strides)}
+        else:
+            view = {"offset": _address(a) - _address(owner), "shape": list(a.shape), "strides": list(a.strides)}
+        if owner.nbytes > MAX_OWNER_BYTES:
+            return None
+        key = self.owners.id_for(owner)
+        if self.owners.by_id[key][1] is None:
+            self._send_owner(key)
+        return {"array": key, "dtype": a.dtype.name, "writeable": bool(a.flags.writeable), **view}
+
+    def encode(self, x):
+        if x is None or isinstance(x, (bool, str)):
+            return x
+        if type(x) is int:
+            return x if -2 ** 53 < x < 2 ** 53 else {"int": str(x)}
+        if type(x) is float:
+            return {"float": repr(x)}
+        if isinstance(x, np.ndarray) and x.dtype.name in DTYPES:
+            enc = self._array(x)
+            if enc is not None:
+                return enc
+        if isinstance(x, np.generic) and x.dtype.name in DTYPES:
+            return {"scalar": x.dtype.name, "data": base64.b64encode(x.tobytes()).decode("ascii")}
+        if type(x) in (tuple, list):
+            return {type(x).__name__: [self.encode(v) for v in x]}
+        if type(x) is dict:
+            return {"dict": [[self.encode(k), self.encode(v)] for k, v in x.items()]}
+        if type(x) is slice:
+            return {"slice": [self.encode(x.start), self.encode(x.stop), self.encode(x.step)]}
+        if x is Ellipsis:
+            return {"ellipsis": True}
+        if isinstance(x, type) and issubclass(x, np.generic) and np.dtype(x).name in DTYPES:
+            return {"numpy_type": np.dtype(x).name}
+        if isinstance(x, np.dtype) and x.name in DTYPES:
+            return {"numpy_dtype": x.name}
+        if isinstance(x, _NUMPY_CALLABLES) and getattr(np, x.__name__, None) is x:
+            return {"numpy": x.__name__}  # np.tanh handed to the other side is that side's np.tanh
+        return {"handle": self.make_handle(x)}
+
+    # --- decoding ---------------------------------------------------------------------------
+    def decode_message(self, message):
+        if not isinstance(message, dict) or not isinstance(message.get("owners"), dict):
+            raise WireError("not a message")
+        self._kept = []
+        for key, enc in message["owners"].items():
+            self._receive_owner(key, enc)
+        try:
+            return self.decode(message.get("body"))
+        finally:
+            self._kept = []
+
+    def _receive_owner(self, key, enc):
+        if not isinstance(key, str) or not isinstance(enc, dict) or enc.get("dtype") not in DTYPES:
+            raise WireError("bad array buffer")
+        shape = enc.get("shape")
+        if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+            raise WireError("bad array shape")
+        data = base64.b64decode(enc.get("data", ""), validate=True)
+        dtype = np.dtype(enc["dtype"])
+        if len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            raise WireError("array buffer of the wrong size")
+        fresh = np.ndarray(shape, dtype, buffer=bytearray(data))  # its own buffer: the bottom of every view
+        known = self.owners.get(key)
+        if known is not None and known.dtype == dtype and known.shape == fresh.shape:
+            if not known.flags.writeable:
+                known.flags.writeable = True  # an owner is ours: the view's flag says read-only
+            known[...] = fresh
+            self.owners.by_id[key][1] = data
+            self._kept.append(known)
+            return
+        self.owners.add(key, fresh, data)
+        self._kept.append(fresh)  # until the message's values hold it
+
+    def decode(self, x):
+        if x is None or isinstance(x, (bool, str)) or type(x) is int:
+            return x
+        if isinstance(x, list):
+            raise WireError("a bare list")
+        if not isinstance(x, dict) or len(x) < 1:
+            raise WireError("bad value")
+        if "array" in x:
+            return self._decode_array(x)
+        if "scalar" in x and x["scalar"] in DTYPES:
+            return np.frombuffer(base64.b64decode(x.get("data", ""), validate=True), dtype=x["scalar"])[0]
+        if len(x) != 1:
+            raise WireError("bad value")
+        (kind, v), = x.items()
+        if kind == "int":
+            return int(v)
+        if kind == "float":
+            return float(v)
+        if kind in ("tuple", "list") and isinstance(v, list):
+            items = [self.decode(i) for i in v]
+            return tuple(items) if kind == "tuple" else items
+        if kind == "dict" and isinstance(v, list):
+            return {self.decode(k): self.decode(val) for k, val in v}
+        if kind == "slice" and isinstance(v, list) and len(v) == 3:
+            return slice(*(self.decode(i) for i in v))
+        if kind == "ellipsis":
+            return Ellipsis
+        if kind == "numpy_type" and v in DTYPES:
+            return np.dtype(v).type
+        if kind == "numpy_dtype" and v in DTYPES:
+            return np.dtype(v)
+        if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)):
+            return getattr(np, v)
+        if kind == "handle" and type(v) is int:
+            return self.resolve_handle(v)
+        raise WireError(f"unknown value kind {kind!r}")
+
+    def _decode_array(self, x):
+        owner = self.owners.get(x.get("array"))
+        if owner is None or x.get("dtype") not in DTYPES:
+            raise WireError("an array of an unknown buffer")
+        shape, strides, offset = x.get("shape"), x.get("strides"), x.get("offset")
+        if not (isinstance(shape, list) and isinstance(strides, list) and len(shape) == len(strides)
+                and all(type(n) is int and n >= 0 for n in shape) and all(type(s) is int for s in strides)
+                and type(offset) is int):
+            raise WireError("bad array view")
+        dtype = np.dtype(x["dtype"])
+        # the extent of the view must lie inside its buffer (np.ndarray checks it too)
+        low = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0 and n)
+        high = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0 and n) + dtype.itemsize
+        if 0 in shape:
+            low, high = 0, 0
+        if low < 0 or high > owner.nbytes:
+            raise WireError("an array view outside its buffer")
+        flat = owner.reshape(-1).view(np.uint8)
+        a = np.ndarray(shape, dtype, buffer=flat, offset=offset if 0 not in shape else 0, strides=strides)
+        a.flags.writeable = bool(x.get("writeable", True))
+        return a
