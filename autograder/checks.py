@@ -883,6 +883,15 @@ def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
     """:func:`run_student`, failing when the student's code nests Python calls more than
     ``max_depth`` deep, as a recursive graph walk does (one call per node). The depth is counted
     by the profiler hook, so raising ``sys.setrecursionlimit`` does not help."""
+    if _REMOTE is not None:  # the student's kernel counts, in each call the test makes
+        outer, _REMOTE.deepest = _REMOTE.deepest, [0]
+        try:
+            result = run_student(task, fn, *args, numpy_only=False, **kwargs)
+            deepest = _REMOTE.deepest[0]
+        finally:
+            _REMOTE.deepest = outer
+        _fail_if_deep(task, deepest, max_depth, what)
+        return result
     depth = [0, 0]  # current, deepest
     found = []
     inner = _delegation_hook(found)
@@ -904,13 +913,17 @@ def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
 
     with _delegation_reported(task, found):
         result = run_student(task, probe, *args, numpy_only=False, **kwargs)
-    if depth[1] > max_depth:
+    _fail_if_deep(task, depth[1], max_depth, what)
+    return result
+
+
+def _fail_if_deep(task, deepest, max_depth, what):
+    if deepest > max_depth:
         raise CheckFailure(
-            f"[{task}] on {what} your code nested {depth[1]:,} Python calls inside each other (at most "
+            f"[{task}] on {what} your code nested {deepest:,} Python calls inside each other (at most "
             f"{max_depth} expected): that is recursion, one call per node. Keep the nodes still to visit in an "
             "explicit stack (a Python list) instead; raising the recursion limit only moves the crash to a "
             "deeper graph.")
-    return result
 
 
 # --- concept checks with a tolerance, without printing the answer -----------------------------

@@ -32,7 +32,8 @@ from .course import BY_ID, nbgrader_env
 
 PACKAGE = Path(__file__).resolve().parent
 # Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
-GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "zygote.py", "execute.py", "worker.py")
+GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "zygote.py", "execute.py", "worker.py", "verdicts.py",
+                "recording.py", "wire.py")
 
 
 @dataclass
@@ -46,11 +47,13 @@ class Options:
     force: bool = False
     progress: bool = True
     cluster: str = None  # a Dask scheduler address, or local:N; None grades on this machine's pool
+    trusted: bool = False  # test cells run in the grader's process (autograder.verdicts), not in the kernel
 
 
-def fingerprint(submission_dir, source_notebook):
-    """A digest of everything a grade depends on: the submission, the source notebook, the checks."""
-    h = hashlib.sha256()
+def fingerprint(submission_dir, source_notebook, mode=""):
+    """A digest of everything a grade depends on: the submission, the source notebook, the checks,
+    and the grading ``mode``."""
+    h = hashlib.sha256(mode.encode() + b"\0")
     # a link is hashed by where it points, never followed: it may point at /proc/kcore
     files = sorted(p for p in Path(submission_dir).rglob("*") if p.is_symlink() or p.is_file())
     for p in files + [Path(source_notebook)] + [PACKAGE / f for f in GRADER_FILES]:
@@ -59,7 +62,7 @@ def fingerprint(submission_dir, source_notebook):
     return h.hexdigest()
 
 
-def plan(course_root, assignment_id, db_url, force=False):
+def plan(course_root, assignment_id, db_url, force=False, trusted=False):
     """The jobs to run and the students whose recorded grade is still current."""
     a = BY_ID[assignment_id]
     root = Path(course_root)
@@ -70,7 +73,7 @@ def plan(course_root, assignment_id, db_url, force=False):
         if not sub.is_dir():
             continue
         student = sub.parent.name
-        fp = fingerprint(sub, source)
+        fp = fingerprint(sub, source, "trusted" if trusted else "")
         if not force and student in done and done[student].fingerprint == fp:
             current.append(student)
             continue
@@ -127,9 +130,10 @@ def grade(course_root, assignment_id, options=None):
     with _run_lock(root, assignment_id):
         sandbox.preflight()
         ensure_registered(root, assignment_id, db_url)
-        jobs, _ = plan(root, assignment_id, db_url, options.force)
+        jobs, _ = plan(root, assignment_id, db_url, options.force, options.trusted)
         for job in jobs:
-            job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc)
+            job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc,
+                       trusted=options.trusted)
         if options.cluster:
             from . import cluster
 

@@ -96,12 +96,24 @@ def _call(request):
     fn = BUILTINS[request["builtin"]] if "builtin" in request else call["fn"]
     args, kwargs = call["args"], call["kwargs"]
     found = []
+    depth = [0, 0]  # current, deepest: how far the student's Python calls nest
+    inner = checks._delegation_hook(found) if request.get("numpy_only") else None
+
+    def hook(frame, event, arg):
+        if event == "call":
+            depth[0] += 1
+            depth[1] = max(depth[1], depth[0])
+        elif event == "return":
+            depth[0] -= 1
+        if inner is not None:
+            inner(frame, event, arg)
+
     previous = sys.getprofile()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if request.get("numpy_only"):
-                sys.setprofile(checks._delegation_hook(found))
+            if inner is not None or request.get("depth"):
+                sys.setprofile(hook)
             try:
                 result = fn(*args, **kwargs)
             finally:
@@ -114,6 +126,7 @@ def _call(request):
                                  "frames": _frames(exc.__traceback__)}}
     answer["warnings"] = [[[t.__name__ for t in w.category.__mro__], str(w.message)[:1000]] for w in caught[:5]]
     answer["delegated"] = found[:1]
+    answer["depth"] = depth[1]
     return answer
 
 

@@ -42,6 +42,7 @@ docs/grading-security.md is the threat model.
 """
 import ctypes
 import errno
+import importlib.util
 import json
 import os
 import pwd
@@ -236,11 +237,22 @@ def _python_dirs():
     return sorted(str(d) for d in dirs)
 
 
-def bwrap_command(writable, workdir, argv, scratch=None):
+def hidden_packages():
+    """The installed packages that a NumPy-only kernel must not import: torch and its kin."""
+    found = []
+    for name in ("torch", "functorch", "torchgen"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            found += [str(Path(p).resolve()) for p in spec.submodule_search_locations]
+    return found
+
+
+def bwrap_command(writable, workdir, argv, scratch=None, hide=()):
     """The bubblewrap command line that runs ``argv`` in ``workdir`` with only ``writable`` folders writable.
 
     ``scratch``, the folder that holds the ``writable`` ones, becomes a read-only tmpfs inside, so
-    that no job can rename or replace the paths that lead to its folders. ``argv`` runs as pid 1
+    that no job can rename or replace the paths that lead to its folders. Each folder of ``hide``
+    is an empty read-only tmpfs inside (a package that cannot be imported there). ``argv`` runs as pid 1
     (``--as-pid-1``): no bubblewrap process inside holds the descriptors it was started with.
     """
     args = [BWRAP, "--unshare-user", "--uid", NOBODY, "--gid", NOBODY, "--disable-userns",
@@ -254,6 +266,8 @@ def bwrap_command(writable, workdir, argv, scratch=None):
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for directory in _python_dirs():
         args += ["--ro-bind", directory, directory]
+    for directory in hide:
+        args += ["--tmpfs", directory, "--remount-ro", directory]
     args += ["--tmpfs", str(scratch)] if scratch else []
     for directory in writable:
         args += ["--bind", str(directory), str(directory)]
@@ -352,8 +366,9 @@ class Sandbox:
     inode, same owner) and empty, and only through descriptors, never following a link.
     """
 
-    def __init__(self, memory_mb, nproc):
-        self.limits = (memory_mb, nproc)
+    def __init__(self, memory_mb, nproc, numpy_only=False):
+        self.limits = (memory_mb, nproc, numpy_only)
+        self.numpy_only = numpy_only  # trusted verdicts: the kernel gets NumPy, not torch
         self.owner = sandbox_user() if bwrap_works() else None
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-"))
         self.dirs = {name: self.scratch / name for name in JOB_DIRS}
@@ -453,10 +468,11 @@ class Sandbox:
             listener.listen()
             private = bwrap_works()
             zygote = [sys.executable, "-P", "-m", "autograder.zygote", str(listener.fileno()),
-                      *(["--private"] if private else []), *map(str, self.dirs.values())]
-            command = (bwrap_command(self.dirs.values(), self.dirs["work"], zygote, scratch=self.scratch)
-                       if private else zygote)
-            memory_mb, nproc = self.limits
+                      *(["--private"] if private else []), *(["--numpy-only"] if self.numpy_only else []),
+                      *map(str, self.dirs.values())]
+            command = (bwrap_command(self.dirs.values(), self.dirs["work"], zygote, scratch=self.scratch,
+                                     hide=hidden_packages() if self.numpy_only else ()) if private else zygote)
+            memory_mb, nproc, _ = self.limits
             launcher = [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb)]
             launcher += ["--nproc", str(nproc)] if not self.cgroup_procs else []
             if self.owner:

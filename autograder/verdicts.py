@@ -78,6 +78,7 @@ class Remote:
         self.found = None  # the checks' list of calls into torch, while run_student runs
         self.numpy_only = False
         self.caught = None  # the checks' list of the student's warnings, while run_student runs
+        self.deepest = None  # [the deepest nesting of the student's calls], while run_shallow runs
 
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
@@ -146,12 +147,14 @@ class Remote:
 
     def call(self, fn, *args, builtin=None, **kwargs):
         """``fn(*args, **kwargs)`` in the kernel; ``builtin`` names one of the recording's builtins."""
-        fields = {"numpy_only": bool(self.numpy_only)}
+        fields = {"numpy_only": bool(self.numpy_only), "depth": self.deepest is not None}
         if builtin:
             fields["builtin"] = builtin
         answer = self.request({"fn": fn, "args": args, "kwargs": kwargs}, **fields)
         if "error" in answer:
             raise WireError(f"the recording failed: {answer['error']}")
+        if self.deepest is not None and type(answer.get("depth")) is int:
+            self.deepest[0] = max(self.deepest[0], answer["depth"])
         if answer.get("delegated") and self.found is not None and not self.found:
             self.found.extend(str(d) for d in answer["delegated"][:1])
         if self.caught is not None:
@@ -265,27 +268,33 @@ def error_output(exc):
 
 
 def run_test_cell(remote, source, namespace, seconds=None):
-    """Run one test cell's code here, against the student's kernel; the cell's outputs."""
+    """Run one test cell's code here, against the student's kernel; the cell's outputs.
+
+    Raises :class:`TestTimeout` with the kernel still busy: the caller interrupts it, then calls
+    ``remote.end()``."""
     out = io.StringIO()
     try:
         remote.start(seconds)
-        try:
-            namespace.update(remote.names())
-            namespace.update(np=np, checks=checks)
-            code = compile(source, "<test cell>", "exec")
-            previous = checks._REMOTE
-            checks._REMOTE = remote
-            try:
-                with contextlib.redirect_stdout(out), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    exec(code, namespace)
-            finally:
-                checks._REMOTE = previous
-        finally:
-            remote.end()
-    except (KernelGone, TestTimeout, WireError) as exc:
+    except KernelGone as exc:
+        return [error_output(exc)]
+    previous = checks._REMOTE
+    try:
+        namespace.update(remote.names())
+        namespace.update(np=np, checks=checks)
+        code = compile(source, "<test cell>", "exec")
+        checks._REMOTE = remote
+        with contextlib.redirect_stdout(out), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(code, namespace)
+    except TestTimeout:
+        raise
+    except KernelGone as exc:
         return [error_output(exc)]
     except Exception as exc:  # the verdict: a failed check, or test code that the student's names broke
+        remote.end()
         return [error_output(exc)]
+    finally:
+        checks._REMOTE = previous
+    remote.end()
     text = out.getvalue()
     return [{"output_type": "stream", "name": "stdout", "text": text}] if text else []

@@ -66,16 +66,25 @@ def failure_reason(result):
 _sandbox = None
 
 
+def trusted(job):
+    """True when the job's test cells run in this process (trusted verdicts). A unit with an
+    exercise whose point is torch (``Assignment.torch_tasks``) is still graded in its kernel."""
+    from .course import BY_ID
+
+    return bool(job.get("trusted")) and not BY_ID[job["assignment"]].torch_tasks
+
+
 def _sandbox_for(job):
     """This worker's sandbox, made at its first job (and again if the limits change)."""
     global _sandbox
     from . import sandbox
 
-    if _sandbox is None or _sandbox.limits != (job["memory_mb"], job["nproc"]):
+    limits = (job["memory_mb"], job["nproc"], trusted(job))
+    if _sandbox is None or _sandbox.limits != limits:
         if _sandbox is not None:
             atexit.unregister(_sandbox.close)
             _sandbox.close()
-        _sandbox = sandbox.Sandbox(job["memory_mb"], job["nproc"])
+        _sandbox = sandbox.Sandbox(*limits)
         atexit.register(_sandbox.close)
     return _sandbox
 
@@ -95,6 +104,7 @@ def grade_one(job):
     if reason is None:
         config = Config()
         config.Execute.timeout = job["cell_timeout"]
+        config.BoundedExecute.trusted_tests = trusted(job)
         try:
             _sandbox_for(job).prepare(config, job)
         except (RuntimeError, OSError) as exc:

@@ -1,4 +1,4 @@
-"""The warm kernel factory of one grading worker: ``python -P -m autograder.zygote FD [--private] DIR...``.
+"""The warm kernel factory of one grading worker: ``python -P -m autograder.zygote FD [--private] [--numpy-only] DIR...``.
 
 Starting a kernel costs about two CPU-seconds (the interpreter, numpy, torch, IPython, ipykernel,
 and the checks with their autograd warm-up), more than most notebooks spend in their cells. The
@@ -49,8 +49,9 @@ CLEAN_UP_SECONDS = 10.0
 KERNEL_FILE = "kernel-sandbox.json"  # the kernel's own connection file, in the worker's connection folder
 
 
-def preload():
-    """Import what every kernel needs, then seal the checks, before the first fork."""
+def preload(numpy_only=False):
+    """Import what every kernel needs, then seal the checks, before the first fork. A NumPy-only
+    zygote (trusted verdicts: the checks run in the grader) has no torch to import or to seal."""
     # what ipykernel sets before any notebook code, set before matplotlib is first imported
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     import IPython.display  # noqa: F401
@@ -60,11 +61,14 @@ def preload():
     import matplotlib  # noqa: F401
     import matplotlib_inline.backend_inline  # noqa: F401
     import numpy  # noqa: F401
-    import torch  # noqa: F401
 
     import autograder.checks
+    import autograder.recording  # noqa: F401
 
-    autograder.checks.seal()
+    if not numpy_only:
+        import torch  # noqa: F401
+
+        autograder.checks.seal()
 
 
 def _prctl(option, value):
@@ -328,11 +332,11 @@ def serve(listener, dirs, private):
 
 
 def main(argv):
-    private = "--private" in argv
-    fd, *paths = [a for a in argv if a != "--private"]
+    private, numpy_only = "--private" in argv, "--numpy-only" in argv
+    fd, *paths = [a for a in argv if a not in ("--private", "--numpy-only")]
     listener = socket.socket(fileno=int(fd))
     dirs = {path: open_dir(path) for path in paths}
-    preload()
+    preload(numpy_only)
     gc.freeze()  # what the kernels share stays shared: the collector leaves it untouched
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
