@@ -728,6 +728,59 @@ def test_replacing_numpy_logical_and_earns_nothing_and_is_flagged(batch):
     assert "dynamic-lookup" in flag_kinds(batch, "logical-and")
 
 
+# --- issue 8: trusted verdicts (autograder grade --trusted) ------------------------------------------
+VERDICT_ATTACKS = ("import-hook", "sealed-dict", "settrace", "input-transformer", "logical-and")
+# an extra last cell that prints every cell the kernel ran, and what linecache holds
+READS_HIDDEN = "print(In)\nimport linecache\nprint(list(linecache.cache))"
+
+
+def _reads_hidden():
+    nb = grading.reference_submission(AID)
+    nb.cells.append(nbformat.v4.new_code_cell(READS_HIDDEN))
+    return nb
+
+
+@pytest.fixture(scope="module")
+def trusted_batch():
+    """The attacks that changed verdicts inside the kernel, each followed by a well-behaved student
+    on the same workers, and two that reach for what the kernel no longer has, graded with trusted
+    verdicts."""
+    with tempfile.TemporaryDirectory(prefix="hostile-trusted-") as tmp:
+        course = Path(tmp).resolve()
+        grading.prepare_course(course, AID)
+        for student in WELL_BEHAVED:
+            grading.submit(course, AID, student, grading.reference_submission(AID))
+        for n, student in enumerate(VERDICT_ATTACKS + ("torch-delegation",)):
+            grading.submit(course, AID, f"m{n}-{student}", SUBMISSIONS[student](course))
+            grading.submit(course, AID, f"m{n}-victim", grading.reference_submission(AID))  # graded right after
+        grading.submit(course, AID, "reads-hidden", _reads_hidden())
+        yield Batch(course, grader.grade(course, AID, grader.Options(**OPTIONS, trusted=True)))
+
+
+@pytest.mark.parametrize("n, student", list(enumerate(VERDICT_ATTACKS)))
+def test_verdicts_changed_in_the_kernel_earn_nothing_with_trusted_verdicts(trusted_batch, n, student):
+    """Each payload builds its names at run time; it changes the kernel's checks, which no verdict reads."""
+    assert trusted_batch.records[f"m{n}-{student}"].status == "graded"
+    assert set(SOFTMAX_LOST) <= set(trusted_batch.lost(f"m{n}-{student}"))
+    assert trusted_batch.lost(f"m{n}-victim") == []
+    for well in WELL_BEHAVED:
+        assert trusted_batch.lost(well) == []
+
+
+def test_torch_is_not_there_to_delegate_to(trusted_batch):
+    n = len(VERDICT_ATTACKS)
+    assert set(SOFTMAX_LOST) <= set(trusted_batch.lost(f"m{n}-torch-delegation"))
+    assert "torch" in trusted_batch.outputs(f"m{n}-torch-delegation", "test_softmax")
+    assert trusted_batch.lost(f"m{n}-victim") == []
+
+
+def test_the_hidden_tests_never_enter_the_kernel(trusted_batch):
+    printed = trusted_batch.outputs("reads-hidden", None)
+    assert "from autograder import checks" in printed  # In was printed: the setup cell is there
+    assert "BEGIN HIDDEN TESTS" not in printed and "against_torch" not in printed
+    assert trusted_batch.lost("reads-hidden") == []
+
+
 def test_copy_into_never_writes_through_a_link(tmp_path):
     """The worker's copy of a submission into a job folder where a link was planted."""
     canary = tmp_path / "canary.txt"
