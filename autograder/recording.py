@@ -47,15 +47,25 @@ def _object(h):
     return _objects[h]
 
 
+def _user_ns():
+    try:
+        return get_ipython().user_ns  # noqa: F821  (IPython's, in a kernel)
+    except NameError:
+        return sys.modules["__main__"].__dict__
+
+
 def _names():
     """The notebook's own names: every global that is not a module or IPython's."""
-    ns = sys.modules["__main__"].__dict__
-    try:
-        ns = get_ipython().user_ns  # noqa: F821  (IPython's, in a kernel)
-    except NameError:
-        pass
-    return {k: v for k, v in ns.items() if not k.startswith("_") and k not in _HIDDEN_NAMES
+    return {k: v for k, v in _user_ns().items() if not k.startswith("_") and k not in _HIDDEN_NAMES
             and not isinstance(v, types.ModuleType)}
+
+
+def _define(source, name):
+    """A class that a test cell derives from a student's class (a stand-in operation, say): it is
+    made here, from the cell's text of it, with the notebook's names as its globals."""
+    scope = dict(_user_ns())
+    exec(compile(source, "<a test cell's class>", "exec"), scope)
+    return scope[name]
 
 
 def _iterate(obj):
@@ -71,7 +81,7 @@ def _type_name(obj):
 BUILTINS = {
     "getattr": getattr, "setattr": setattr, "isinstance": isinstance, "len": len, "repr": repr, "str": str,
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
-    "names": _names, "RecordingContext": checks.RecordingContext,
+    "names": _names, "define": _define, "RecordingContext": checks.RecordingContext,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",

@@ -12,6 +12,7 @@ What the cell leaves in the notebook is built here too: a test cell that passed 
 one that failed has one error output, the checks' message, which nbgrader scores as it always
 does. Nothing the student's code printed while it was called reaches the notebook.
 """
+import ast
 import builtins
 import contextlib
 import io
@@ -260,6 +261,23 @@ class Proxy:
     __array_ufunc__ = None
 
 
+def _define_subclasses(remote, source, namespace):
+    """The cell's module, without its top-level classes that derive from a student's class: each
+    of those is made in the kernel (``define``) and bound here as a proxy. Their text (test
+    scaffolding, such as a stand-in operation) enters the kernel; keep them out of hidden parts."""
+    tree = ast.parse(source)
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and isinstance(namespace.get(b.id), Proxy) for b in node.bases):
+            namespace[node.name] = remote.call(None, ast.get_source_segment(source, node), node.name,
+                                               builtin="define")
+        else:
+            body.append(node)
+    tree.body = body
+    return tree
+
+
 def error_output(exc):
     """The one output a failed test cell leaves: the checks' message, without the grader's frames."""
     name = "AssertionError" if isinstance(exc, AssertionError) else type(exc).__name__
@@ -281,7 +299,7 @@ def run_test_cell(remote, source, namespace, seconds=None):
     try:
         namespace.update(remote.names())
         namespace.update(np=np, checks=checks)
-        code = compile(source, "<test cell>", "exec")
+        code = compile(_define_subclasses(remote, source, namespace), "<test cell>", "exec")
         checks._REMOTE = remote
         with contextlib.redirect_stdout(out), warnings.catch_warnings():
             warnings.simplefilter("ignore")

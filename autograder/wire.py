@@ -8,10 +8,11 @@ where it lives and travels as a *handle*, a number that the other side turns int
 contiguous buffer at the bottom of its ``.base`` chain), sent once per message however many
 arrays view it, and the offset, shape and strides of the view. A transposed or sliced input
 stays non-contiguous on the other side, two views of one buffer stay views of one buffer, and a
-result that views an argument views the same buffer the other side sent. Each side keeps every
-owner it has seen under one id: a buffer that changed (the student's code wrote into an input,
-or a test wrote into an array a Tensor holds) is sent again in the next message, and written in
-place on arrival, so that views on both sides see the change.
+result that views an argument views the same buffer the other side sent. Each side keeps, weakly,
+every owner it has seen under one id. A message carries the bytes of every buffer it names, and
+of every other buffer that changed since the other side last saw it (the student's code wrote
+into an input, or a test wrote into an array a Tensor holds); a known buffer is written in place
+on arrival, so that views on both sides see the change.
 
 Nothing here unpickles: arrays are raw bytes with a dtype from :data:`DTYPES`, and decoding
 rejects anything else. Decoding is the only code of the grader's side that reads what a
@@ -124,8 +125,7 @@ class Codec:
         if owner.nbytes > MAX_OWNER_BYTES:
             return None
         key = self.owners.id_for(owner)
-        if self.owners.by_id[key][1] is None:
-            self._send_owner(key)
+        self._send_owner(key)  # every message carries the buffers it names: the other side may have let one go
         return {"array": key, "dtype": a.dtype.name, "writeable": bool(a.flags.writeable), **view}
 
     def encode(self, x):
@@ -181,6 +181,9 @@ class Codec:
             raise WireError("array buffer of the wrong size")
         fresh = np.ndarray(shape, dtype, buffer=bytearray(data))  # its own buffer: the bottom of every view
         known = self.owners.get(key)
+        if known is not None and self.owners.by_id[key][1] == data:
+            self._kept.append(known)
+            return
         if known is not None and known.dtype == dtype and known.shape == fresh.shape:
             if not known.flags.writeable:
                 known.flags.writeable = True  # an owner is ours: the view's flag says read-only

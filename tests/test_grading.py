@@ -1,10 +1,9 @@
 """Proof that the grader grades: real nbgrader runs over each unit's catalogue of submissions.
 
 For every authored unit, one scratch course grades the reference solution, the blank release
-and every catalogued variant with ``autograder grade --trusted`` (nbgrader's own autograde, its
-kernels in the sandbox, the test cells run in the worker against the kernel, except in the units
-with torch exercises; tests/test_grader.py proves both modes score exactly as plain nbgrader
-does); then each expectation is its own test:
+and every catalogued variant with ``autograder grade`` (nbgrader's own autograde, its kernels
+in the sandbox; tests/test_grader.py proves it scores exactly as plain nbgrader does, with and
+without trusted verdicts); then each expectation is its own test:
 
 * the reference scores full marks on every autograded cell, the blank release scores 0;
 * each catalogued mistake loses points on every test cell it names;
@@ -33,7 +32,7 @@ def graded(aid):
             grading.prepare_course(course, aid, mark_hidden=True)
             for student, nb in grading.sample_class(aid).items():
                 grading.submit(course, aid, student, nb)
-            records = grader.grade(course, aid, grader.Options(progress=False, trusted=True))
+            records = grader.grade(course, aid, grader.Options(progress=False))
             failed = {s: r.reason for s, r in records.items() if r.status != "graded"}
             assert not failed, f"submissions that could not be graded: {failed}"
             scores = grading.read_grades(state.sqlite_url(course), aid)
