@@ -1146,8 +1146,9 @@ def base_student_seed():
 
 
 def mix_seed(base, salt):
-    """A non-negative 63-bit seed from a student seed and a salt (stable across runs and machines)."""
-    return int.from_bytes(_sha256(f"{base}\0{salt}".encode()).digest()[:8], "big") >> 1
+    """A 32-bit seed from a student seed and a salt (stable across runs and machines; short, as
+    failure messages may show it)."""
+    return int.from_bytes(_sha256(f"{base}\0{salt}".encode()).digest()[:4], "big")
 
 
 def student_seed(salt):
