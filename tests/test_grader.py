@@ -157,13 +157,17 @@ def test_course_defaults_to_the_current_folder_when_it_holds_source(tmp_path, mo
 
 # --- per-student hidden draws ---
 SEEDED = "1.4-broadcasting"  # a unit whose hidden test cells draw per-student cases
-PROBE = "from autograder import checks\nprint('student seed:', checks.student_seed('probe'))"
+# What the checks draw from, printed after trying to choose it (the grader's seed is set once).
+PROBE = ("from autograder import checks\n"
+         "try:\n    checks.set_student_seed(0)\nexcept RuntimeError:\n    print('seed refused')\n"
+         "print('student seed:', checks.student_seed('probe'))")
 
 
 def _printed_seed(root, student):
     a = BY_ID[SEEDED]
     nb = grading.nbformat.read(root / "autograded" / student / a.id / f"{a.notebook}.ipynb", as_version=4)
     text = "".join(o.get("text", "") for o in grading.cell(nb, "broadcast_shape").outputs)
+    assert "seed refused" in text, f"{student}'s notebook chose its own seed: {text!r}"
     return int(text.split("student seed:")[1].split()[0])
 
 
