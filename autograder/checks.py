@@ -45,6 +45,7 @@ Tolerances (``DEFAULT_TOL``), and why:
 """
 import builtins
 import hashlib
+import os
 import sys
 import traceback
 import types
@@ -94,6 +95,7 @@ _catch_warnings = warnings.catch_warnings
 _clear_frames = traceback.clear_frames
 _simplefilter = warnings.simplefilter
 _sha256 = hashlib.sha256
+_environ = os.environ
 _modules = sys.modules
 # Bound by _bind_torch(), once, the first time torch is needed (see the module docstring).
 torch = oracles = _Tensor = _as_tensor = _torch_grad = _no_grad = None
@@ -1138,3 +1140,44 @@ def central_differences(f, x, eps):
         flat[k] = old
         flat_out[k] = (plus - minus) / (2 * eps)
     return out
+
+
+# --- per-student hidden draws -----------------------------------------------------------------
+# The seed of the student being graded. The grader derives it outside the kernel from the
+# assignment and student ids (autograder.sandbox.seed_for), and the kernel factory sets it
+# (set_student_seed) in each kernel it forks, before any notebook code runs. Anywhere else
+# (plain nbgrader, a learner's own Jupyter) it is $AUTOGRADER_STUDENT_SEED when set, else
+# DEFAULT_STUDENT_SEED: the same draws every time.
+STUDENT_SEED_VARIABLE = "AUTOGRADER_STUDENT_SEED"
+DEFAULT_STUDENT_SEED = 0
+_student_seed = None
+
+
+def set_student_seed(seed):
+    """Set the student seed of this process, once: the grading kernel's is set before any
+    notebook code runs, so a notebook cannot choose its own."""
+    global _student_seed
+    if _student_seed is not None:
+        raise RuntimeError("the student seed is set once per kernel, by the grader")
+    _student_seed = int(seed)
+
+
+def base_student_seed():
+    """The seed of the student being graded (see the comment above :func:`set_student_seed`)."""
+    if _student_seed is not None:
+        return _student_seed
+    value = _environ.get(STUDENT_SEED_VARIABLE, "").strip()
+    return int(value) if value else DEFAULT_STUDENT_SEED
+
+
+def mix_seed(base, salt):
+    """A 32-bit seed from a student seed and a salt (stable across runs and machines; short, as
+    failure messages may show it)."""
+    return int.from_bytes(_sha256(f"{base}\0{salt}".encode()).digest()[:4], "big")
+
+
+def student_seed(salt):
+    """A seed for one hidden draw of a test cell: the same at every regrade of one student,
+    different for each student. ``salt`` (an int or a string) tells the draws of a notebook
+    apart. Visible parts keep literal seeds: a learner's own run must be reproducible."""
+    return mix_seed(base_student_seed(), salt)

@@ -42,6 +42,7 @@ docs/grading-security.md is the threat model.
 """
 import ctypes
 import errno
+import hashlib
 import importlib.util
 import json
 import os
@@ -76,12 +77,15 @@ NOBODY = "65534"
 # The kernelspec's command, run by jupyter_client outside the sandbox: ask the zygote for a
 # kernel (argv: socket, connection file, working directory) and exit with it.
 # It sends what the connection file holds: a sandbox user cannot read the worker's file.
+# nbgrader appends ``Execute.extra_arguments`` to the command: ``--seed=N``, the job's student
+# seed (:func:`seed_for`), which the zygote sets in the kernel's checks.
 PROXY = ("import json, socket, sys\n"
          "s = socket.socket(socket.AF_UNIX)\n"
          "s.connect(sys.argv[1])\n"
          "info = json.load(open(sys.argv[2]))\n"
+         "seed = [a[len('--seed='):] for a in sys.argv[4:] if a.startswith('--seed=')]\n"
          "s.sendall(json.dumps({'op': 'kernel', 'connection_file': sys.argv[2], 'connection': info,\n"
-         "                      'cwd': sys.argv[3]}).encode() + b'\\n')\n"
+         "                      'cwd': sys.argv[3], 'seed': int(seed[-1]) if seed else None}).encode() + b'\\n')\n"
          "answer = s.makefile('rb').readline()\n"
          "sys.exit(json.loads(answer)['exit'] if answer else 1)\n")
 # The zygote's folders in the worker's scratch folder, all writable inside the sandbox.
@@ -95,6 +99,14 @@ DEFAULT_USER = "nobody"
 # bwrap options that bind a host path
 BIND_OPTIONS = ("--bind", "--ro-bind", "--ro-bind-try")
 CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
+
+
+def seed_for(assignment_id, student):
+    """The student seed of one submission: a stable hash of the assignment and student ids, so a
+    regrade draws the same hidden cases and two students draw different ones (see
+    :func:`autograder.checks.student_seed`)."""
+    digest = hashlib.sha256(f"{assignment_id}\0{student}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 class SandboxWarning(UserWarning):
@@ -530,8 +542,8 @@ class Sandbox:
         empty and unchanged.
         Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.execute.ResetCellMetadata` and
         :class:`autograder.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook``,
-        ``Execute.kernel_name`` and ``.shutdown_kernel``, and ``KernelManager.transport``,
-        ``.connection_file`` and ``.ip``.
+        ``Execute.kernel_name``, ``.extra_arguments`` (the student seed, :func:`seed_for`) and
+        ``.shutdown_kernel``, and ``KernelManager.transport``, ``.connection_file`` and ``.ip``.
         """
         from .execute import AUTOGRADE_PREPROCESSORS  # nbgrader: loaded by the worker, never by the grader
 
@@ -547,6 +559,7 @@ class Sandbox:
         config.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
         config.ResetCellMetadata.source_notebook = str(root / "source" / job["assignment"] / notebook)
         config.Execute.kernel_name = KERNEL_NAME
+        config.Execute.extra_arguments = [f"--seed={seed_for(job['assignment'], job['student'])}"]
         config.Execute.shutdown_kernel = "immediate"  # the zygote stops what is left of the kernel
         config.KernelManager.transport = "ipc"
         config.KernelManager.connection_file = str(self.dirs["conn"] / "kernel.json")

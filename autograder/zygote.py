@@ -10,8 +10,9 @@ kernel it forks runs there too, under the same limits.
 sandbox; nothing inside can reach it, and a forked kernel closes it before any notebook code
 runs. Each connection carries one JSON line and is served to the end before the next:
 
-* ``{"op": "kernel", "connection_file": PATH, "connection": {...}, "cwd": DIR}``: fork a kernel,
-  which writes the connection info next to ``PATH`` as :data:`KERNEL_FILE` and runs in ``DIR``
+* ``{"op": "kernel", "connection_file": PATH, "connection": {...}, "cwd": DIR, "seed": N}``: fork
+  a kernel, which sets ``N`` as its checks' student seed (:func:`autograder.checks.set_student_seed`),
+  writes the connection info next to ``PATH`` as :data:`KERNEL_FILE` and runs in ``DIR``
   (the connection is the kernel's lifeline: the answer ``{"exit": CODE}`` comes when the
   kernel exits, and closing the connection kills the kernel);
 * ``{"op": "sync"}``: the answer ``{"ready": true}`` means the zygote is loaded, nothing of any
@@ -95,6 +96,10 @@ def _kernel(request, zygote, dirs):
                      dir_fd=dirs[folder])
         with os.fdopen(fd, "w") as fh:
             json.dump(request["connection"], fh)
+        if request.get("seed") is not None:  # the student's hidden draws (autograder.checks.student_seed)
+            import autograder.checks
+
+            autograder.checks.set_student_seed(request["seed"])
         sys.argv = ["ipykernel", "-f", os.path.join(folder, KERNEL_FILE), "--HistoryManager.enabled=False"]
         from ipykernel import kernelapp
 

@@ -53,7 +53,8 @@
 #
 # Each exercise has a heading with its task ID, the math, a worked example, a cell for our code
 # and a test cell. The test cells run visible checks; when the notebook is graded, hidden checks
-# in the same cells run the same kinds of cases with other random seeds. Every operation is
+# in the same cells run the same kinds of cases with other random seeds, and the broadcast
+# operations on shape pairs drawn for each student. Every operation is
 # compared with PyTorch: its forward value, what it saves, and its backward pass against torch
 # autograd and central finite differences, with a random upstream gradient, a zero upstream
 # gradient, 0-d and size-1 shapes and non-contiguous inputs. Three rules hold throughout:
@@ -482,6 +483,8 @@ def incompatible(pair, seed):
     rng = np.random.default_rng(seed)
     a, b = (list(s) for s in pair)
     long, short = (a, b) if len(a) >= len(b) else (b, a)
+    if not long:  # both 0-d
+        long.append(1)
     if not short:
         short.append(1)
     axis = int(rng.integers(1, len(short) + 1))
@@ -490,7 +493,11 @@ def incompatible(pair, seed):
     return tuple(a), tuple(b)
 
 
-more = checks.broadcast_pairs(2, 16, max_ndim=5)
+# fixed pairs, then pairs drawn for each student (checks.student_seed): what the fixed ones catch
+# never depends on the draw
+more = [((2, 1, 4), (3, 1)), ((1, 5), (4, 3, 1)), ((6,), (1, 1, 6)), ((3, 1, 1, 2), (4, 1)), ((1,), ()),
+        ((2, 3, 1, 5, 1), (1, 4, 5, 1))]
+more += checks.broadcast_pairs(checks.student_seed("broadcast_shape"), 12, max_ndim=5)
 hidden_cases = [checks.case(f"shapes {s} (hidden)", *s) for s in more] + [
     checks.case("three shapes", (4, 1, 1), (1, 3, 1), (2,)), checks.case("one 0-d shape", ()),
     checks.case("size 0 against 1", (0, 1), (1, 5)), checks.case("all size 1", (1, 1), (1,))]
@@ -613,9 +620,14 @@ visible += shape_cases(4, [((3, 1), (1, 4)), ((), (2, 3))], "float32", dtype=np.
 visible.append(checks.case("non-contiguous grad", checks.strided(checks.randn(5, 3, 4)), (1, 4)))
 checks.against_torch("unbroadcast", unbroadcast, "unbroadcast", visible)
 ### BEGIN HIDDEN TESTS
-hidden = shape_cases(11, checks.broadcast_pairs(12, 12, max_ndim=5), "random (hidden)")
-hidden += shape_cases(13, checks.broadcast_pairs(14, 6), "float32 (hidden)", dtype=np.float32)
-hidden += shape_cases(15, [((1,), (6,)), ((2, 1, 1), (1, 3, 4)), ((1, 1, 1), ())], "size-1 and 0-d (hidden)")
+# fixed pairs, then pairs drawn for each student (checks.student_seed)
+hidden = shape_cases(15, [((1,), (6,)), ((2, 1, 1), (1, 3, 4)), ((1, 1, 1), ()), ((4, 1, 3), (2, 1, 1, 3))],
+                     "size-1 and 0-d (hidden)")
+hidden += shape_cases(17, [((2, 1, 3), (5, 1)), ((1, 4), ())], "float32 (hidden)", dtype=np.float32)
+hidden += shape_cases(checks.student_seed(11), checks.broadcast_pairs(checks.student_seed(12), 12, max_ndim=5),
+                      "random (hidden)")
+hidden += shape_cases(checks.student_seed(13), checks.broadcast_pairs(checks.student_seed(14), 6), "float32 (hidden)",
+                      dtype=np.float32)
 hidden.append(checks.case("transposed grad (hidden)", checks.randn(16, 4, 3).T, (3, 1)))
 checks.against_torch("unbroadcast", unbroadcast, "unbroadcast", hidden)
 ### END HIDDEN TESTS
@@ -747,10 +759,15 @@ pair_cases = ([checks.case("worked example (3, 1) with (4,)", worked_a, worked_b
 checks.check_function("add_sub", Add, "add", pair_cases, saves=shapes_only, names=["a", "b"])
 checks.check_function("add_sub", Sub, "sub", pair_cases, saves=shapes_only, names=["a", "b"])
 ### BEGIN HIDDEN TESTS
-seeded = checks.random_cases(42, checks.broadcast_pairs(43, 8, max_ndim=5), label="random compatible shapes (hidden)")
-seeded += checks.random_cases(44, [((1,), (5, 1)), ((), ()), ((2, 1, 3), (4, 1))], label="size-1 and 0-d (hidden)")
-checks.check_function("add_sub", Add, "add", seeded, saves=shapes_only, names=["a", "b"], seed=45)
-checks.check_function("add_sub", Sub, "sub", seeded, saves=shapes_only, names=["a", "b"], seed=46)
+# fixed pairs, then pairs drawn for each student (checks.student_seed)
+seeded = checks.random_cases(44, [((1,), (5, 1)), ((), ()), ((2, 1, 3), (4, 1)), ((3, 1, 2), (1, 4, 1))],
+                             label="size-1 and 0-d (hidden)")
+drawn = checks.broadcast_pairs(checks.student_seed(43), 8, max_ndim=5)
+seeded += checks.random_cases(checks.student_seed(42), drawn, label="random compatible shapes (hidden)")
+checks.check_function("add_sub", Add, "add", seeded, saves=shapes_only, names=["a", "b"],
+                      seed=checks.student_seed(45))
+checks.check_function("add_sub", Sub, "sub", seeded, saves=shapes_only, names=["a", "b"],
+                      seed=checks.student_seed(46))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -822,11 +839,17 @@ div_cases = ([checks.case("worked example 6 / (1, 2, 3)", np.array(6.0), np.arra
              + checks.random_cases(53, checks.broadcast_pairs(53, 3), label="random compatible shapes", positive=True))
 checks.check_function("mul_div", Div, "div", div_cases, saves=both_inputs, names=["a", "b"])
 ### BEGIN HIDDEN TESTS
-more_pairs = checks.broadcast_pairs(54, 8, max_ndim=5) + [((1,), (5, 1)), ((), ()), ((2, 1, 3), (4, 1))]
-checks.check_function("mul_div", Mul, "mul", checks.random_cases(55, more_pairs, label="hidden pair"),
-                      saves=both_inputs, names=["a", "b"], seed=56)
-checks.check_function("mul_div", Div, "div", checks.random_cases(57, more_pairs, label="hidden pair", positive=True),
-                      saves=both_inputs, names=["a", "b"], seed=58)
+# fixed pairs, then pairs drawn for each student (checks.student_seed)
+fixed_pairs = [((1,), (5, 1)), ((), ()), ((2, 1, 3), (4, 1)), ((3, 1, 2), (1, 4, 1))]
+drawn_pairs = checks.broadcast_pairs(checks.student_seed(54), 8, max_ndim=5)
+mul_hidden = (checks.random_cases(59, fixed_pairs, label="hidden pair")
+              + checks.random_cases(checks.student_seed(55), drawn_pairs, label="hidden pair"))
+div_hidden = (checks.random_cases(60, fixed_pairs, label="hidden pair", positive=True)
+              + checks.random_cases(checks.student_seed(57), drawn_pairs, label="hidden pair", positive=True))
+checks.check_function("mul_div", Mul, "mul", mul_hidden, saves=both_inputs, names=["a", "b"],
+                      seed=checks.student_seed(56))
+checks.check_function("mul_div", Div, "div", div_hidden, saves=both_inputs, names=["a", "b"],
+                      seed=checks.student_seed(58))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -316,3 +316,83 @@ def test_check_close_hash_accepts_rounding_and_hides_the_answer():
             checks.check_close_hash("ce", "loss_p09", wrong, digests)
     with pytest.raises(checks.CheckFailure, match="set `loss_p09`"):
         checks.check_close_hash("ce", "loss_p09", None, digests)
+
+
+# --- per-student hidden draws ---
+SEEDED = "1.4-broadcasting"
+BROADCAST_CELLS = ("test_broadcast_shape", "test_unbroadcast", "test_add_sub", "test_mul_div")
+
+
+def test_student_seed_is_stable_per_student_and_differs_between_students(monkeypatch):
+    from autograder import sandbox
+
+    monkeypatch.delenv(checks.STUDENT_SEED_VARIABLE, raising=False)
+    default = checks.student_seed("salt")
+    assert default == checks.mix_seed(checks.DEFAULT_STUDENT_SEED, "salt"), "no grader: the fixed default"
+    monkeypatch.setenv(checks.STUDENT_SEED_VARIABLE, "123")
+    assert checks.student_seed("salt") == checks.mix_seed(123, "salt"), "an instructor can replay a student's draws"
+    seeds = {}
+    for student in ("ada", "grace", "ada"):
+        monkeypatch.setattr(checks, "_student_seed", sandbox.seed_for(SEEDED, student))
+        seeds.setdefault(student, set()).add((checks.student_seed(1), checks.student_seed(2)))
+    assert len(seeds["ada"]) == 1, "the same student draws the same seeds at every regrade"
+    assert seeds["ada"] != seeds["grace"]
+    assert sandbox.seed_for(SEEDED, "ada") != sandbox.seed_for("1.5-gradient-checks", "ada")
+    assert len({checks.student_seed(salt) for salt in range(100)}) == 100, "the salt tells draws apart"
+
+
+def test_the_student_seed_is_set_once(monkeypatch):
+    monkeypatch.setattr(checks, "_student_seed", None)
+    checks.set_student_seed(7)
+    assert checks.base_student_seed() == 7
+    with pytest.raises(RuntimeError, match="once"):
+        checks.set_student_seed(8)
+
+
+def _drawn_cases(monkeypatch, student):
+    """``{(cell, part): [(label, shapes, values digest)]}``: what 1.4's broadcast test cells check,
+    visible and hidden part, for ``student`` (None: no grader), recorded instead of run."""
+    import hashlib
+
+    import nbformat
+
+    from autograder import grading, sandbox
+    from autograder.course import BY_ID
+
+    monkeypatch.setattr(checks, "_student_seed", None if student is None else sandbox.seed_for(SEEDED, student))
+    recorded = []
+
+    def record(task, fn, oracle, cases, **options):
+        for c in cases:
+            arrays = [np.asarray(a) for a in c.args if not isinstance(a, tuple)]
+            digest = hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest()[:12]
+            recorded.append((c.label, tuple(np.shape(a) for a in c.args), digest))
+
+    monkeypatch.setattr(checks, "against_torch", record)
+    monkeypatch.setattr(checks, "check_function", record)
+    nb = nbformat.read(BY_ID[SEEDED].source_path(), as_version=4)
+    namespace = {}
+    out = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or meta.get("grade_id") not in (*BROADCAST_CELLS, "setup", "machinery",
+                                                                    "broadcast_shape", "unbroadcast", "add_sub",
+                                                                    "mul_div"):
+            continue
+        visible, _, hidden = grading.strip_markers(cell.source).partition(grading.HIDDEN_START)
+        for part, code in (("visible", visible), ("hidden", hidden)):
+            recorded.clear()
+            exec(compile(code, meta["grade_id"], "exec"), namespace)
+            if meta["grade_id"] in BROADCAST_CELLS:
+                out[meta["grade_id"], part] = list(recorded)
+    return out
+
+
+def test_1_4_draws_hidden_broadcast_cases_per_student_and_keeps_its_fixed_ones(monkeypatch):
+    ada, grace, again, plain = (_drawn_cases(monkeypatch, s) for s in ("ada", "grace", "ada", None))
+    assert ada == again, "a regrade draws the same cases"
+    for cell in BROADCAST_CELLS:
+        assert ada[cell, "visible"] == grace[cell, "visible"] == plain[cell, "visible"], f"{cell}: visible cases are fixed"
+        assert ada[cell, "hidden"] != grace[cell, "hidden"], f"{cell}: two students draw the same hidden cases"
+        fixed = [c for c in ada[cell, "hidden"] if c in grace[cell, "hidden"]]
+        assert len(fixed) >= 4, f"{cell}: the hidden part keeps fixed listed pairs whatever the draw"

@@ -162,3 +162,43 @@ def test_course_defaults_to_the_current_folder_when_it_holds_source(tmp_path, mo
     assert cli.default_course() == str(ROOT)
     (tmp_path / "source").mkdir()
     assert cli.default_course() == str(tmp_path)
+
+
+# --- per-student hidden draws ---
+SEEDED = "1.4-broadcasting"  # a unit whose hidden test cells draw per-student cases
+# What the checks draw from, printed after trying to choose it (the grader's seed is set once).
+PROBE = ("from autograder import checks\n"
+         "try:\n    checks.set_student_seed(0)\nexcept RuntimeError:\n    print('seed refused')\n"
+         "print('student seed:', checks.student_seed('probe'))")
+
+
+def _printed_seed(root, student):
+    a = BY_ID[SEEDED]
+    nb = grading.nbformat.read(root / "autograded" / student / a.id / f"{a.notebook}.ipynb", as_version=4)
+    text = "".join(o.get("text", "") for o in grading.cell(nb, "broadcast_shape").outputs)
+    assert "seed refused" in text, f"{student}'s notebook chose its own seed: {text!r}"
+    return int(text.split("student seed:")[1].split()[0])
+
+
+@pytest.mark.parametrize("cluster", [None, "local:1"], ids=["pool", "dask"])
+def test_each_student_draws_own_hidden_cases_and_the_reference_keeps_full_marks(cluster, tmp_path):
+    """The grader hands the kernel the seed of (assignment, student): the reference solution,
+    with a cell that prints what the checks draw from, graded as two students, on the local pool
+    and through Dask."""
+    from autograder import checks, sandbox
+
+    nb = grading.reference_submission(SEEDED)
+    grading.cell(nb, "broadcast_shape").source += "\n" + PROBE
+    students = ["ada", "grace"]
+    db_url = state.sqlite_url(tmp_path)
+    grading.prepare_course(tmp_path, SEEDED, db_url)
+    for student in students:
+        grading.submit(tmp_path, SEEDED, student, nb)
+    records = grader.grade(tmp_path, SEEDED, _options(db_url, cluster=cluster))
+    assert all(r.status == "graded" for r in records.values()), {s: r.reason for s, r in records.items()}
+    for student, scores in grading.read_grades(db_url, SEEDED).items():
+        lost = {k: s for k, s in scores.items() if s[0] != s[1]}
+        assert not lost, f"the reference solution graded as {student} lost points: {lost}"
+    printed = {s: _printed_seed(tmp_path, s) for s in students}
+    assert printed == {s: checks.mix_seed(sandbox.seed_for(SEEDED, s), "probe") for s in students}
+    assert len(set(printed.values())) == len(students)
