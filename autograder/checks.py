@@ -1162,6 +1162,18 @@ def set_student_seed(seed):
     _student_seed = int(seed)
 
 
+@_contextmanager
+def student_seed_of(seed):
+    """The grader's own process, while it runs one student's test cells (trusted verdicts): the
+    hidden draws are that student's, made here, outside the student's kernel."""
+    global _student_seed
+    previous, _student_seed = _student_seed, seed
+    try:
+        yield
+    finally:
+        _student_seed = previous
+
+
 def base_student_seed():
     """The seed of the student being graded (see the comment above :func:`set_student_seed`)."""
     if _student_seed is not None:

@@ -57,16 +57,18 @@ class BoundedExecute(Execute):
         if not (self.trusted_tests and cell.cell_type == "code" and nbutils.is_grade(cell)
                 and not nbutils.is_solution(cell)):
             return super().preprocess_cell(cell, resources, index)
-        from . import verdicts  # the checks and torch: loaded by the worker at its first trusted test
+        from . import checks, verdicts  # the checks and torch: loaded by the worker at its first trusted test
 
         if self._remote is None:
             client = BlockingKernelClient()
             client.load_connection_info(self.km.get_connection_info())
             client.start_channels()
             self._remote = verdicts.Remote(client, self.timeout or 600)
+        seeds = [a[len("--seed="):] for a in self.extra_arguments if a.startswith("--seed=")]
         try:
-            cell.outputs = [nbformat.from_dict(o) for o in verdicts.run_test_cell(
-                self._remote, cell.source, self._namespace)]
+            with checks.student_seed_of(int(seeds[-1]) if seeds else None):
+                outputs = verdicts.run_test_cell(self._remote, cell.source, self._namespace)
+            cell.outputs = [nbformat.from_dict(o) for o in outputs]
         except verdicts.TestTimeout:
             run_sync(self.km.interrupt_kernel)()
             self._remote.end()

@@ -142,3 +142,15 @@ rec.serve = serve
     run(kernel, "import autograder.recording", "")
     (out,) = run(kernel, forge, TEST)
     assert out["output_type"] == "error" and "[relu] case 'strided'" in out["evalue"], out
+
+
+def test_hidden_draws_are_the_students_own(kernel):
+    """The worker draws a student's hidden cases with that student's seed (as the kernel would)."""
+    from autograder import checks
+
+    printed = []
+    for seed in (11, 12):
+        with checks.student_seed_of(seed):
+            (out,) = run(kernel, "x = 1", "print(checks.student_seed('probe'))")
+        printed.append(int(out["text"]))
+    assert printed == [checks.mix_seed(11, "probe"), checks.mix_seed(12, "probe")]
