@@ -325,7 +325,7 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
                 f"[{task}] your code raised RecursionError: {exc}. Hint: a graph this deep needs an explicit "
                 "stack (a Python list) instead of one recursive call per node.") from exc.with_traceback(None)
         except Exception as exc:  # the student's error becomes a readable failure
-            failure = _failure_from(task, exc)
+            failure = _failure_from(task, exc, fn)
             if _grading() or isinstance(exc, MemoryError):
                 # drop the failed call's local variables: after a MemoryError they hold the memory
                 # that the next exercises need (and while grading, nobody debugs them)
@@ -351,21 +351,31 @@ def _grading():
     return isinstance(oracles, _SealedModule)
 
 
-# Which exercise each of the student's functions and classes belongs to, learnt from the checks'
-# calls (``check_function("add_mul_neg", Mul, ...)`` teaches Mul -> add_mul_neg), so that a check
+# Which exercise each notebook cell holds, learnt from the checks' calls: a cell's functions share
+# its file name (IPython's name for one run of a cell), and ``check_function("add_mul_neg", Add, ...)``
+# teaches that the cell of Add.forward (which also defines Mul) is exercise add_mul_neg. So a check
 # that runs an unwritten function of another exercise can name it.
 _EXERCISES = {}
 
 
+def _cell_of(fn):
+    """The file name of the notebook cell that defined the function ``fn``, or None."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return code.co_filename if isinstance(code, types.CodeType) else None
+
+
 def _note_exercise(task, fn):
-    """Remember that the student's ``fn`` belongs to the exercise ``task`` when its name says so:
-    it is the task's name, or one word of it (``Mul`` in ``add_mul_neg``) not taken yet."""
+    """Remember that the cell of the student's ``fn`` is exercise ``task`` when fn's name says so: it
+    is the task's name, or one word of it (``Mul`` in ``add_mul_neg``)."""
     try:
-        root = str(getattr(fn, "__qualname__", "")).split(".")[0]
-        if getattr(fn, "__module__", None) != "__main__" or not root or "<" in root:
+        root = str(getattr(fn, "__qualname__", "")).split(".")[0].lower()
+        cell = _cell_of(fn)
+        if getattr(fn, "__module__", None) != "__main__" or not cell:
             return
-        if root.lower() == task.lower() or (root.lower() in task.lower().split("_") and root not in _EXERCISES):
-            _EXERCISES[root] = task
+        if root == task.lower():
+            _EXERCISES[cell] = task
+        elif root in task.lower().split("_"):
+            _EXERCISES.setdefault(cell, task)
     except Exception:  # an object whose name cannot be read teaches nothing
         return
 
@@ -373,13 +383,19 @@ def _note_exercise(task, fn):
 def _raised_in(exc):
     """The qualified name (``Mul.forward``) of the innermost notebook function that ``exc`` went
     through, or None when it went through none."""
-    tb, name = exc.__traceback__, None
+    code = _raising_code(exc)
+    name = code and getattr(code, "co_qualname", code.co_name)
+    return None if name == "<module>" else name
+
+
+def _raising_code(exc):
+    """The code of the innermost notebook frame that ``exc`` went through, or None."""
+    tb, code = exc.__traceback__, None
     while tb is not None:
         if tb.tb_frame.f_globals.get("__name__") == "__main__":
             code = tb.tb_frame.f_code
-            name = getattr(code, "co_qualname", code.co_name)
         tb = tb.tb_next
-    return None if name == "<module>" else name
+    return code
 
 
 def _unwritten(exc):
@@ -390,12 +406,15 @@ def _unwritten(exc):
     return None
 
 
-def _failure_from(task, exc):
-    """The :class:`CheckFailure` for an exception the student's code raised."""
+def _failure_from(task, exc, fn):
+    """The :class:`CheckFailure` for an exception that the student's ``fn`` raised."""
     name = _unwritten(exc)
     if name is None:
         return CheckFailure(f"[{task}] your code raised {type(exc).__name__}: {exc}")
-    exercise = _EXERCISES.get(name.split(".")[0])
+    cell = _raising_code(exc).co_filename
+    exercise = _EXERCISES.get(cell)
+    if exercise is None and cell == _cell_of(fn):
+        exercise = task  # the cell of the function this check was given (Transpose.forward in view_ops)
     if exercise == task or (exercise is None and name == task):
         return NotWritten(f"[{task}] `{name}` is not written yet: replace the `raise NotImplementedError()` in "
                           "its cell with your code, run that cell, then this one.")
