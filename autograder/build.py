@@ -48,6 +48,10 @@ def source_notebook(assignment):
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
+            if cell.metadata.get("nbgrader", {}).get("grade"):
+                # JupyterLab's Run All goes on past a failing test cell with this tag (it sends the
+                # cell with stop_on_error false), so that a student sees every check and the figure
+                cell.metadata["tags"] = ["raises-exception"]
     nbformat.validate(nb)
     return nb
 
@@ -75,7 +79,22 @@ def generate_release(assignments, course_root, db_url=None):
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {a.id} failed:\n{result.get('error') or result.get('log')}")
         path = a.release_path(course_root)
-        path.write_text(dumps(nbformat.read(path, as_version=4)), encoding="utf-8")
+        path.write_text(dumps(answers_unset(nbformat.read(path, as_version=4))), encoding="utf-8")
+
+
+STUB = "raise NotImplementedError()"
+
+
+def answers_unset(nb):
+    """``nb`` with nbgrader's stub line dropped from each concept-check cell, whose answers are set
+    to None above it: the cell then runs, and its test cell says which answer to set. (Raising
+    there would stop Run All before the rest of the notebook; a function's stub raises only when
+    it is called.)"""
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution") and template._is_concept_check(cell.source):
+            cell.source = "\n".join(line for line in cell.source.split("\n") if line.strip() != STUB)
+    return nb
 
 
 def build_into(assignments, out_root):

@@ -142,7 +142,48 @@ FORBIDDEN_MODULES = ("torch", "engine_ref", "autograder", "functorch")
 
 
 class CheckFailure(AssertionError):
-    """A check that failed, with a message written for the student."""
+    """A check that failed, with a message written for the student.
+
+    In IPython (a notebook) it shows as: the test cell's line, the student's own frames when their
+    code raised (kept with their locals, so that ``%debug`` opens in them), and the message. The
+    checks' own frames are hidden (see :meth:`_render_traceback_`).
+    """
+
+    def _render_traceback_(self):
+        """IPython's hook for an exception's traceback: this one's, without the frames of the
+        autograder, contextlib (the checks' context managers) and IPython, nor any frame with a
+        true local ``__tracebackhide__``; and without the chained cause, whose frames are already
+        in this traceback when they are the student's."""
+        try:
+            from IPython import get_ipython
+            shown = type(self)(*self.args)  # the same message, with no chained exception to print
+            return get_ipython().InteractiveTB.structured_traceback(
+                type(self), shown, _student_frames(self.__traceback__), tb_offset=0, context=3)
+        except Exception:  # a traceback that cannot be formatted must not hide the message
+            return [f"{type(self).__name__}: {self}"]
+
+
+class NotWritten(CheckFailure):
+    """A check that called an exercise whose cell still raises ``NotImplementedError()``."""
+
+
+_HIDDEN_MODULES = ("autograder", "contextlib", "IPython")
+
+
+def _student_frames(tb):
+    """A copy of the traceback ``tb`` without the frames a student need not read (see
+    :meth:`CheckFailure._render_traceback_`)."""
+    kept = []
+    while tb is not None:
+        frame = tb.tb_frame
+        module = frame.f_globals.get("__name__") or ""
+        if module.split(".")[0] not in _HIDDEN_MODULES and not frame.f_locals.get("__tracebackhide__"):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
 
 
 def _np_all(a):
@@ -265,7 +306,9 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
     Raises CheckFailure when the code raises, when it emits a warning (unless
     ``allow_warnings``), or, with ``numpy_only``, when it calls into torch or ``engine_ref``.
     """
+    __tracebackhide__ = True  # IPython's debugger skips the checks' frames
     _refuse_tracers(task)
+    _note_exercise(task, fn)
     found = []
     _BOOL_COUNTS.clear()
     previous = _getprofile()
@@ -296,10 +339,15 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
                 f"[{task}] your code raised RecursionError: {exc}. Hint: a graph this deep needs an explicit "
                 "stack (a Python list) instead of one recursive call per node.") from exc.with_traceback(None)
         except Exception as exc:  # the student's error becomes a readable failure
-            # drop the failed call's local variables: after a MemoryError they hold the memory
-            # that the next exercises need
-            _clear_frames(exc.__traceback__)
-            raise CheckFailure(f"[{task}] your code raised {type(exc).__name__}: {exc}") from exc
+            failure = _failure_from(task, exc, fn)
+            if _grading() or isinstance(exc, MemoryError):
+                # drop the failed call's local variables: after a MemoryError they hold the memory
+                # that the next exercises need (and while grading, nobody debugs them)
+                _clear_frames(exc.__traceback__)
+                raise failure from exc
+            # the student's frames go on under this failure, with their locals: the traceback shows
+            # them after the test cell's line, and %debug opens in the frame that raised
+            raise failure.with_traceback(exc.__traceback__) from exc
     _refuse_tracers(task)  # one that the student's code set while it ran
     if caught and not allow_warnings:
         w = caught[0]
@@ -312,10 +360,110 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
     return result
 
 
+def _grading():
+    """Whether this kernel is grading (the checks are sealed, see :func:`seal`)."""
+    return isinstance(oracles, _SealedModule)
+
+
+# Which exercise each notebook cell holds, learnt from the checks' calls: a cell's functions share
+# its file name (IPython's name for one run of a cell), and ``check_function("add_mul_neg", Add, ...)``
+# teaches that the cell of Add.forward (which also defines Mul) is exercise add_mul_neg. So a check
+# that runs an unwritten function of another exercise can name it.
+_EXERCISES = {}
+
+
+def _cell_of(fn):
+    """The file name of the notebook cell that defined the function ``fn``, or None."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return code.co_filename if isinstance(code, types.CodeType) else None
+
+
+def _note_exercise(task, fn):
+    """Remember that the cell of the student's ``fn`` is exercise ``task`` when fn's name says so: it
+    is the task's name, or one word of it (``Mul`` in ``add_mul_neg``)."""
+    try:
+        root = str(getattr(fn, "__qualname__", "")).split(".")[0].lower()
+        cell = _cell_of(fn)
+        if getattr(fn, "__module__", None) != "__main__" or not cell:
+            return
+        if root == task.lower():
+            _EXERCISES[cell] = task
+        elif root in task.lower().split("_"):
+            _EXERCISES.setdefault(cell, task)
+    except Exception:  # an object whose name cannot be read teaches nothing
+        return
+
+
+def _raised_in(exc):
+    """The qualified name (``Mul.forward``) of the innermost notebook function that ``exc`` went
+    through, or None when it went through none."""
+    code = _raising_code(exc)
+    name = code and getattr(code, "co_qualname", code.co_name)
+    return None if name == "<module>" else name
+
+
+def _raising_code(exc):
+    """The code of the innermost notebook frame that ``exc`` went through, or None."""
+    tb, code = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__") == "__main__":
+            code = tb.tb_frame.f_code
+        tb = tb.tb_next
+    return code
+
+
+def _unwritten(exc):
+    """The name of the notebook function that raised ``exc`` when ``exc`` is a
+    ``NotImplementedError()`` with no message (a cell not written yet), else None."""
+    if isinstance(exc, NotImplementedError) and not str(exc):
+        return _raised_in(exc)
+    return None
+
+
+def _failure_from(task, exc, fn):
+    """The :class:`CheckFailure` for an exception that the student's ``fn`` raised."""
+    name = _unwritten(exc)
+    if name is None:
+        return CheckFailure(f"[{task}] your code raised {type(exc).__name__}: {exc}")
+    cell = _raising_code(exc).co_filename
+    exercise = _EXERCISES.get(cell)
+    if exercise is None and cell == _cell_of(fn):
+        exercise = task  # the cell of the function this check was given (Transpose.forward in view_ops)
+    if exercise == task or (exercise is None and name == task):
+        return NotWritten(f"[{task}] `{name}` is not written yet: replace the `raise NotImplementedError()` in "
+                          "its cell with your code, run that cell, then this one.")
+    if exercise:
+        return NotWritten(f"[{task}] this check runs `{name}`, from exercise `{exercise}`, which is not written "
+                          "yet: write that exercise first, then run this cell again.")
+    return NotWritten(f"[{task}] this check runs `{name}`, which is not written yet: write it first (its "
+                      "exercise is above), then run this cell again.")
+
+
+@_contextmanager
+def when_written(what="this example"):
+    """For a given cell that runs the student's code (a worked example, a figure, putting it
+    together): while an exercise it needs is not written yet, or when the student's code raises,
+    the cell prints one line saying so instead of failing, so that Run All goes on. The test cells
+    are where errors count.
+
+    ``with checks.when_written("this figure"):`` prints ``(this figure runs once `linear` is
+    written)``.
+    """
+    try:
+        yield
+    except Exception as exc:
+        name = _unwritten(exc)
+        if name is not None:
+            print(f"({what} runs once `{name}` is written)")
+        else:
+            where = f"`{_raised_in(exc)}`" if _raised_in(exc) else "our code"
+            print(f"({what} stopped: {where} raised {type(exc).__name__}: {exc}. Its test cell says more.)")
+
+
 def _refuse_tracers(task):
     """While grading (sealed), no check runs under a trace or profile function that notebook code
     set: one can rewrite the checks' local variables (a debugger's power)."""
-    if isinstance(oracles, _SealedModule) and (_gettrace() is not None or _getprofile() is not None):
+    if _grading() and (_gettrace() is not None or _getprofile() is not None):
         raise CheckFailure(f"[{task}] a trace or profile function (sys.settrace, sys.setprofile) is set: "
                            "the checks do not run under one while grading. Remove it and run the notebook again.")
 
@@ -342,14 +490,17 @@ def _delegation_failure(task, found):
 def _run_case(task, c, fn, *args, **kwargs):
     """:func:`run_student` for one case; a failure (an exception, a warning, a call into torch)
     names the case it happened in."""
+    __tracebackhide__ = True  # IPython's debugger skips the checks' frames
     try:
         return run_student(task, fn, *args, **kwargs)
+    except NotWritten:  # whichever case it was, the exercise is not written
+        raise
     except CheckFailure as failure:
         head = f"[{task}] "
         text = str(failure)
         if text.startswith(head):
             text = f"{head}{c.describe()}: {text[len(head):]}"
-        raise CheckFailure(text) from failure.__cause__
+        raise CheckFailure(text).with_traceback(failure.__traceback__) from failure.__cause__
 
 
 # --- comparing ----------------------------------------------------------------------------

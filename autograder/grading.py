@@ -227,3 +227,17 @@ def read_grades(db_url, assignment_id):
             nb = gb.find_submission_notebook(a.notebook, a.id, sub.student.id)
             out[sub.student.id] = {g.name: (g.score, g.max_score) for g in nb.grades if g.cell.cell_type == "code"}
     return out
+
+
+def failure_messages(course_root, assignment_id, student):
+    """``{test cell grade_id: "Error: message"}`` for each test cell of a graded submission that
+    ended in an error: the line a student reads first."""
+    a = BY_ID[assignment_id]
+    nb = nbformat.read(Path(course_root) / "autograded" / student / a.id / f"{a.notebook}.ipynb", as_version=4)
+    out = {}
+    for c in nb.cells:
+        meta = c.metadata.get("nbgrader", {})
+        errors = [o for o in c.get("outputs", []) if o.output_type == "error"]
+        if c.cell_type == "code" and meta.get("grade") and errors:
+            out[meta["grade_id"]] = f"{errors[-1].ename}: {errors[-1].evalue}"
+    return out

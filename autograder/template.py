@@ -13,6 +13,7 @@ PART = re.compile(r"^## (\d+)\. (.*)$", re.M)
 PART_POINTS = re.compile(r"\((\d+) points?\)")
 HIDDEN_START = "### BEGIN HIDDEN TESTS"
 SOLUTION_START = "### BEGIN SOLUTION"
+WHEN_WRITTEN = "checks.when_written("
 VISIBLE_CONCEPT_CHECKS = ("checks.check_value(", "checks.check_hash(", "checks.check_close_hash(")
 
 
@@ -162,6 +163,9 @@ def problems(nb, number, title):
         out.append("no locked figure cell (a grade_id ending in `figure`)")
     if "putting_it_together" not in locked:
         out.append("no locked `putting_it_together` cell")
+    elif not any(WHEN_WRITTEN in c.source for c in cells if _meta(c).get("grade_id") == "putting_it_together"):
+        out.append(f"the `putting_it_together` cell must run the student's code under `with {WHEN_WRITTEN}...):`, "
+                   "so that an unwritten exercise does not stop Run All")
     if not (cells[-1].cell_type == "markdown" and cells[-1].source.startswith("## Summary")):
         out.append("the last cell must be `## Summary`")
     return out

@@ -1878,53 +1878,54 @@ display(widgets.HBox([step_slider, dtype_toggle]), figure_output)
 # of each input with `n_samples`. Each line should say `ok`.
 
 # %% nbgrader={"grade": false, "grade_id": "putting_it_together", "locked": true, "schema_version": 3, "solution": false, "task": false}
-rng = np.random.default_rng(2024)
-x = rng.standard_normal((3, 4))
-y = rng.standard_normal((3, 4))
-row, col, scalar = rng.standard_normal((1, 4)), rng.standard_normal((3, 1)), np.asarray(1.7)
-positive = rng.uniform(0.5, 2.0, (3, 4))
-W = rng.standard_normal((4, 2))
-target = np.array([0, 2, 1, 1])
-ignored = np.array([0, -100, 1, 2])
-logits = rng.standard_normal((4, 3))
+with checks.when_written("this example"):
+    rng = np.random.default_rng(2024)
+    x = rng.standard_normal((3, 4))
+    y = rng.standard_normal((3, 4))
+    row, col, scalar = rng.standard_normal((1, 4)), rng.standard_normal((3, 1)), np.asarray(1.7)
+    positive = rng.uniform(0.5, 2.0, (3, 4))
+    W = rng.standard_normal((4, 2))
+    target = np.array([0, 2, 1, 1])
+    ignored = np.array([0, -100, 1, 2])
+    logits = rng.standard_normal((4, 3))
 
-X_mlp = rng.standard_normal((8, 5))
-y_mlp = rng.integers(0, 3, size=8)
-W1, b1, W2 = rng.standard_normal((5, 10)) * 0.5, rng.standard_normal(10) * 0.1, rng.standard_normal((10, 3)) * 0.5
-pre_activation = X_mlp @ W1 + b1
-print("MLP pre-activations within eps of the kink:", int(kink_mask(pre_activation, 1e-6).sum()))
+    X_mlp = rng.standard_normal((8, 5))
+    y_mlp = rng.integers(0, 3, size=8)
+    W1, b1, W2 = rng.standard_normal((5, 10)) * 0.5, rng.standard_normal(10) * 0.1, rng.standard_normal((10, 3)) * 0.5
+    pre_activation = X_mlp @ W1 + b1
+    print("MLP pre-activations within eps of the kink:", int(kink_mask(pre_activation, 1e-6).sum()))
 
-probes = [
-    ("Add, (3, 4) + (1, 4)", lambda a, b: a + b, [x, row]),
-    ("Sub, (3, 1) - (3, 4)", lambda a, b: a - b, [col, y]),
-    ("Mul, (3, 4) * 0-d", lambda a, s: a * s, [x, scalar]),
-    ("Div, (3, 4) / (3, 1)", lambda a, b: a / b, [x, positive[:, :1]]),
-    ("Neg", lambda a: -a, [x]),
-    ("MatMul, (3, 4) @ (4, 2)", lambda a, b: a @ b, [x, W]),
-    ("Sum, axis=0", lambda a: a.sum(axis=0), [x]),
-    ("Sum, axis=1, keepdims", lambda a: a.sum(axis=1, keepdims=True), [x]),
-    ("Mean, all axes", lambda a: a.mean(), [x]),
-    ("Mean, axis=(0, 1) of 3-D", lambda a: a.mean(axis=(0, 1)), [rng.standard_normal((2, 3, 4))]),
-    ("Exp", lambda a: a.exp(), [x]),
-    ("Log", lambda a: a.log(), [positive]),
-    ("Tanh", lambda a: a.tanh(), [x]),
-    ("ReLU, away from the kink", lambda a: a.relu(), [np.where(kink_mask(x, 1e-6), 0.5, x)]),
-    ("Reshape (3, 4) -> (2, 6)", lambda a: a.reshape(2, 6), [x]),
-    ("Transpose", lambda a: a.T, [x]),
-    ("CrossEntropy, mean", lambda z: CrossEntropy.apply(z, target), [logits]),
-    ("CrossEntropy, sum, one ignored", lambda z: CrossEntropy.apply(z, ignored, reduction="sum"), [logits]),
-    ("CrossEntropy, none", lambda z: CrossEntropy.apply(z, target, reduction="none"), [logits]),
-    ("x reused: tanh(x * x + x) / y", lambda a, b: ((a * a + a).tanh() / b).sum(), [x, positive]),
-    ("MLP + CrossEntropy, 10 samples per input",
-     lambda W1, b1, W2: CrossEntropy.apply(((X_mlp @ W1 + b1).relu() @ W2), y_mlp), [W1, b1, W2]),
-]
-for label, f, inputs in probes:
-    options = {"n_samples": 10} if label.startswith("MLP") else {}
-    try:
-        result = gradcheck(f, inputs, **options)
-        print(f"{label:45s} {'ok' if result is True else result}")
-    except GradcheckError as error:
-        print(f"{label:45s} FAILED: {error}")
+    probes = [
+        ("Add, (3, 4) + (1, 4)", lambda a, b: a + b, [x, row]),
+        ("Sub, (3, 1) - (3, 4)", lambda a, b: a - b, [col, y]),
+        ("Mul, (3, 4) * 0-d", lambda a, s: a * s, [x, scalar]),
+        ("Div, (3, 4) / (3, 1)", lambda a, b: a / b, [x, positive[:, :1]]),
+        ("Neg", lambda a: -a, [x]),
+        ("MatMul, (3, 4) @ (4, 2)", lambda a, b: a @ b, [x, W]),
+        ("Sum, axis=0", lambda a: a.sum(axis=0), [x]),
+        ("Sum, axis=1, keepdims", lambda a: a.sum(axis=1, keepdims=True), [x]),
+        ("Mean, all axes", lambda a: a.mean(), [x]),
+        ("Mean, axis=(0, 1) of 3-D", lambda a: a.mean(axis=(0, 1)), [rng.standard_normal((2, 3, 4))]),
+        ("Exp", lambda a: a.exp(), [x]),
+        ("Log", lambda a: a.log(), [positive]),
+        ("Tanh", lambda a: a.tanh(), [x]),
+        ("ReLU, away from the kink", lambda a: a.relu(), [np.where(kink_mask(x, 1e-6), 0.5, x)]),
+        ("Reshape (3, 4) -> (2, 6)", lambda a: a.reshape(2, 6), [x]),
+        ("Transpose", lambda a: a.T, [x]),
+        ("CrossEntropy, mean", lambda z: CrossEntropy.apply(z, target), [logits]),
+        ("CrossEntropy, sum, one ignored", lambda z: CrossEntropy.apply(z, ignored, reduction="sum"), [logits]),
+        ("CrossEntropy, none", lambda z: CrossEntropy.apply(z, target, reduction="none"), [logits]),
+        ("x reused: tanh(x * x + x) / y", lambda a, b: ((a * a + a).tanh() / b).sum(), [x, positive]),
+        ("MLP + CrossEntropy, 10 samples per input",
+         lambda W1, b1, W2: CrossEntropy.apply(((X_mlp @ W1 + b1).relu() @ W2), y_mlp), [W1, b1, W2]),
+    ]
+    for label, f, inputs in probes:
+        options = {"n_samples": 10} if label.startswith("MLP") else {}
+        try:
+            result = gradcheck(f, inputs, **options)
+            print(f"{label:45s} {'ok' if result is True else result}")
+        except GradcheckError as error:
+            print(f"{label:45s} FAILED: {error}")
 
 # %% [markdown]
 # ## Summary

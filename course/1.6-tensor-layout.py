@@ -1865,28 +1865,29 @@ display(widgets.HBox([view_picker, read_slider]), grid_output)
 # dense array is a copy, $m$ times the size of the signal).
 
 # %% nbgrader={"grade": false, "grade_id": "putting_it_together", "locked": true, "schema_version": 3, "solution": false, "task": false}
-pick = np.random.default_rng(0)
-signal = pick.standard_normal(12)
-kernel = np.array([0.25, 0.5, 0.25])
-n, m = signal.size, kernel.size
-window_layout = ((n - m + 1, m), (1, 1), 0)
-windows = read_through_layout(signal, *window_layout)
-conv = windows @ kernel
-print("windows layout:", window_layout, " contiguous:", is_contiguous(*window_layout[:2]),
-      " flatten as a view:", view_strides(*window_layout[:2], (-1,)))
-print("1-D convolution matches np.correlate:", np.allclose(conv, np.correlate(signal, kernel, mode="valid")))
+with checks.when_written("this example"):
+    pick = np.random.default_rng(0)
+    signal = pick.standard_normal(12)
+    kernel = np.array([0.25, 0.5, 0.25])
+    n, m = signal.size, kernel.size
+    window_layout = ((n - m + 1, m), (1, 1), 0)
+    windows = read_through_layout(signal, *window_layout)
+    conv = windows @ kernel
+    print("windows layout:", window_layout, " contiguous:", is_contiguous(*window_layout[:2]),
+          " flatten as a view:", view_strides(*window_layout[:2], (-1,)))
+    print("1-D convolution matches np.correlate:", np.allclose(conv, np.correlate(signal, kernel, mode="valid")))
 
-image = pick.standard_normal((6, 7))
-H, W = image.shape
-patch_shape = (H - 2, W - 2, 3, 3)
-patch_strides = (W, 1, W, 1)
-patches = read_through_layout(image.reshape(-1), patch_shape, patch_strides, 0)
-blurred = patches.mean(axis=(2, 3))
-direct = np.array([[image[i:i + 3, j:j + 3].mean() for j in range(W - 2)] for i in range(H - 2)])
-print("image storage strides:", contiguous_strides(image.shape), " patch strides:", patch_strides)
-print("3x3 box blur by patches matches the double loop:", np.allclose(blurred, direct))
-print("the centre of patch (1, 2) is image[2, 3], at storage position",
-      element_offset((1, 2, 1, 1), patch_strides), "=", contiguous_strides(image.shape)[0] * 2 + 3)
+    image = pick.standard_normal((6, 7))
+    H, W = image.shape
+    patch_shape = (H - 2, W - 2, 3, 3)
+    patch_strides = (W, 1, W, 1)
+    patches = read_through_layout(image.reshape(-1), patch_shape, patch_strides, 0)
+    blurred = patches.mean(axis=(2, 3))
+    direct = np.array([[image[i:i + 3, j:j + 3].mean() for j in range(W - 2)] for i in range(H - 2)])
+    print("image storage strides:", contiguous_strides(image.shape), " patch strides:", patch_strides)
+    print("3x3 box blur by patches matches the double loop:", np.allclose(blurred, direct))
+    print("the centre of patch (1, 2) is image[2, 3], at storage position",
+          element_offset((1, 2, 1, 1), patch_strides), "=", contiguous_strides(image.shape)[0] * 2 + 3)
 
 # %% [markdown]
 # ## Summary

@@ -143,8 +143,8 @@ view_or_copy = {
 
 # %% nbgrader={"grade": true, "grade_id": "test_view_or_copy", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
 from autograder import checks
-assert isinstance(view_or_copy, dict), "set view_or_copy to a dict {expression: True or False}"
-assert set(view_or_copy) == set(VIEW_OR_COPY_EXPRESSIONS), "answer every expression of VIEW_OR_COPY_EXPRESSIONS"
+assert isinstance(view_or_copy, dict), "[view_or_copy] set view_or_copy to a dict {expression: True or False}"
+assert set(view_or_copy) == set(VIEW_OR_COPY_EXPRESSIONS), "[view_or_copy] answer every expression of VIEW_OR_COPY_EXPRESSIONS"
 a = np.arange(24.0).reshape(4, 6)
 wrong = sum(bool(view_or_copy[e]) != np.shares_memory(eval(e), a) for e in VIEW_OR_COPY_EXPRESSIONS)
 # atol 0: a count of wrong answers, an integer
@@ -152,7 +152,7 @@ checks.check_value("view_or_copy", "view_or_copy (the number of wrong answers)",
                    hint="basic indexing gives views, advanced indexing copies; reshape copies when the elements "
                         "are not in memory order.")
 ### BEGIN HIDDEN TESTS
-assert all(isinstance(v, (bool, np.bool_)) for v in view_or_copy.values()), "answer with True or False"
+assert all(isinstance(v, (bool, np.bool_)) for v in view_or_copy.values()), "[view_or_copy] answer with True or False"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1947,46 +1947,47 @@ display(widgets.HBox([model_picker, keys_box]), figure_output)
 import torch
 from torch.optim.sgd import sgd as torch_sgd
 
-torch.manual_seed(0)
-torch_model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).double()
-ours = MLP([4, 16, 3], rng=0)
-ours.load_state_dict({k: v.detach().numpy().copy() for k, v in torch_model.state_dict().items()})
+with checks.when_written("this example"):
+    torch.manual_seed(0)
+    torch_model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).double()
+    ours = MLP([4, 16, 3], rng=0)
+    ours.load_state_dict({k: v.detach().numpy().copy() for k, v in torch_model.state_dict().items()})
 
-data_rng = np.random.default_rng(0)
-X = data_rng.standard_normal((64, 4))
-Y = np.sin(X @ data_rng.standard_normal((4, 3)))
-with torch.no_grad():
-    gap = np.abs(ours(Tensor(X)).data - torch_model(torch.from_numpy(X)).numpy()).max()
-print(f"largest difference between the outputs after loading: {gap:.2e}")
+    data_rng = np.random.default_rng(0)
+    X = data_rng.standard_normal((64, 4))
+    Y = np.sin(X @ data_rng.standard_normal((4, 3)))
+    with torch.no_grad():
+        gap = np.abs(ours(Tensor(X)).data - torch_model(torch.from_numpy(X)).numpy()).max()
+    print(f"largest difference between the outputs after loading: {gap:.2e}")
 
-our_opt = SGD(ours.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
-# torch_sgd is the update that torch.optim.SGD.step applies; we call it directly because building
-# the SGD object imports torch's compiler, which takes seconds.
-torch_params = list(torch_model.parameters())
-torch_buffers = [None] * len(torch_params)
-for step in range(6):
+    our_opt = SGD(ours.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+    # torch_sgd is the update that torch.optim.SGD.step applies; we call it directly because building
+    # the SGD object imports torch's compiler, which takes seconds.
+    torch_params = list(torch_model.parameters())
+    torch_buffers = [None] * len(torch_params)
+    for step in range(6):
+        with save_mode("check"):
+            ours.zero_grad()
+            diff = ours(Tensor(X)) - Tensor(Y)
+            loss = (diff * diff).mean()
+            loss.backward()
+        our_opt.step()
+        torch_model.zero_grad()
+        torch_loss = torch.nn.functional.mse_loss(torch_model(torch.from_numpy(X)), torch.from_numpy(Y))
+        torch_loss.backward()
+        with torch.no_grad():
+            torch_sgd(torch_params, [p.grad for p in torch_params], torch_buffers, weight_decay=1e-3,
+                      momentum=0.9, lr=0.1, dampening=0.0, nesterov=False, maximize=False, foreach=False)
+        print(f"step {step}: our loss {loss.data.item():.6f}   torch's loss {torch_loss.item():.6f}")
+
     with save_mode("check"):
-        ours.zero_grad()
         diff = ours(Tensor(X)) - Tensor(Y)
         loss = (diff * diff).mean()
-        loss.backward()
-    our_opt.step()
-    torch_model.zero_grad()
-    torch_loss = torch.nn.functional.mse_loss(torch_model(torch.from_numpy(X)), torch.from_numpy(Y))
-    torch_loss.backward()
-    with torch.no_grad():
-        torch_sgd(torch_params, [p.grad for p in torch_params], torch_buffers, weight_decay=1e-3,
-                  momentum=0.9, lr=0.1, dampening=0.0, nesterov=False, maximize=False, foreach=False)
-    print(f"step {step}: our loss {loss.data.item():.6f}   torch's loss {torch_loss.item():.6f}")
-
-with save_mode("check"):
-    diff = ours(Tensor(X)) - Tensor(Y)
-    loss = (diff * diff).mean()
-    our_opt.step()  # the bug: the weights move between forward and backward
-    try:
-        loss.backward()
-    except RuntimeError as exc:
-        print("step() before backward():", exc)
+        our_opt.step()  # the bug: the weights move between forward and backward
+        try:
+            loss.backward()
+        except RuntimeError as exc:
+            print("step() before backward():", exc)
 
 # %% [markdown]
 # ## Summary

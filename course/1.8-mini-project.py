@@ -1848,43 +1848,44 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 from matplotlib.colors import ListedColormap
 
-figure_model = MLP(SPIRAL_SETUP["sizes"], rng=0)
-figure_optimizer = SGD(figure_model.parameters(), lr=SPIRAL_SETUP["lr"], momentum=SPIRAL_SETUP["momentum"])
-figure_losses, figure_snapshots = [], {}
-for step in range(SPIRAL_SETUP["steps"] + 1):
-    if step % 10 == 0:
-        figure_snapshots[step] = {k: v.copy() for k, v in figure_model.state_dict().items()}
-    if step < SPIRAL_SETUP["steps"]:
-        figure_losses.append(train_step(figure_model, figure_optimizer, X_spiral, y_spiral))
-_axis = np.linspace(-1.2, 1.2, 81)
-FIGURE_GRID = np.stack(np.meshgrid(_axis, _axis), axis=-1).reshape(-1, 2)
+with checks.when_written("this figure"):
+    figure_model = MLP(SPIRAL_SETUP["sizes"], rng=0)
+    figure_optimizer = SGD(figure_model.parameters(), lr=SPIRAL_SETUP["lr"], momentum=SPIRAL_SETUP["momentum"])
+    figure_losses, figure_snapshots = [], {}
+    for step in range(SPIRAL_SETUP["steps"] + 1):
+        if step % 10 == 0:
+            figure_snapshots[step] = {k: v.copy() for k, v in figure_model.state_dict().items()}
+        if step < SPIRAL_SETUP["steps"]:
+            figure_losses.append(train_step(figure_model, figure_optimizer, X_spiral, y_spiral))
+    _axis = np.linspace(-1.2, 1.2, 81)
+    FIGURE_GRID = np.stack(np.meshgrid(_axis, _axis), axis=-1).reshape(-1, 2)
 
 
-def draw_training(step):
-    snapshot = figure_snapshots[step]
-    for array, value in zip(figure_model.state_dict().values(), snapshot.values()):
-        array[...] = value
-    classes = figure_model(Tensor(FIGURE_GRID)).data.argmax(axis=1).reshape(len(_axis), len(_axis))
-    fig, (ax_loss, ax_plane) = plt.subplots(1, 2, figsize=(11, 4.4))
-    ax_loss.plot(figure_losses, color="black")
-    ax_loss.axvline(step, color="tab:red")
-    ax_loss.set_xlabel("step")
-    ax_loss.set_ylabel("mean cross-entropy")
-    ax_loss.set_yscale("log")
-    ax_loss.set_title("training loss")
-    ax_plane.imshow(classes, origin="lower", extent=(-1.2, 1.2, -1.2, 1.2), vmin=0, vmax=2,
-                    cmap=ListedColormap(["#9ecae1", "#fdae6b", "#a1d99b"]))
-    ax_plane.scatter(X_spiral[:, 0], X_spiral[:, 1], c=np.array(["tab:blue", "tab:orange", "tab:green"])[y_spiral],
-                     edgecolors="white", s=18)
-    ax_plane.set_title(f"decision boundary at step {step}: accuracy {accuracy(figure_model, X_spiral, y_spiral):.0%}")
-    ax_plane.set_aspect("equal")
-    fig.tight_layout()
-    plt.show()
+    def draw_training(step):
+        snapshot = figure_snapshots[step]
+        for array, value in zip(figure_model.state_dict().values(), snapshot.values()):
+            array[...] = value
+        classes = figure_model(Tensor(FIGURE_GRID)).data.argmax(axis=1).reshape(len(_axis), len(_axis))
+        fig, (ax_loss, ax_plane) = plt.subplots(1, 2, figsize=(11, 4.4))
+        ax_loss.plot(figure_losses, color="black")
+        ax_loss.axvline(step, color="tab:red")
+        ax_loss.set_xlabel("step")
+        ax_loss.set_ylabel("mean cross-entropy")
+        ax_loss.set_yscale("log")
+        ax_loss.set_title("training loss")
+        ax_plane.imshow(classes, origin="lower", extent=(-1.2, 1.2, -1.2, 1.2), vmin=0, vmax=2,
+                        cmap=ListedColormap(["#9ecae1", "#fdae6b", "#a1d99b"]))
+        ax_plane.scatter(X_spiral[:, 0], X_spiral[:, 1], c=np.array(["tab:blue", "tab:orange", "tab:green"])[y_spiral],
+                         edgecolors="white", s=18)
+        ax_plane.set_title(f"decision boundary at step {step}: accuracy {accuracy(figure_model, X_spiral, y_spiral):.0%}")
+        ax_plane.set_aspect("equal")
+        fig.tight_layout()
+        plt.show()
 
 
-figure_slider = widgets.IntSlider(value=SPIRAL_SETUP["steps"], min=0, max=SPIRAL_SETUP["steps"], step=10,
-                                  description="step", continuous_update=False)
-display(figure_slider, widgets.interactive_output(draw_training, {"step": figure_slider}))
+    figure_slider = widgets.IntSlider(value=SPIRAL_SETUP["steps"], min=0, max=SPIRAL_SETUP["steps"], step=10,
+                                      description="step", continuous_update=False)
+    display(figure_slider, widgets.interactive_output(draw_training, {"step": figure_slider}))
 
 # %% [markdown]
 # ## 9. Putting it together
@@ -1896,22 +1897,23 @@ display(figure_slider, widgets.interactive_output(draw_training, {"step": figure
 # saw), and runs our own differential tests on our own engine one last time.
 
 # %% nbgrader={"grade": false, "grade_id": "putting_it_together", "locked": true, "schema_version": 3, "solution": false, "task": false}
-sizes = SPIRAL_SETUP["sizes"]
-trained = MLP(sizes, rng=0)  # the weights after the last step, whatever the slider shows
-for array, value in zip(trained.state_dict().values(), figure_snapshots[SPIRAL_SETUP["steps"]].values()):
-    array[...] = value
-torch_model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
-                                  torch.nn.Linear(sizes[1], sizes[2])).double()
-torch_model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in trained.state_dict().items()})
-X_fresh, y_fresh = make_spiral(seed=1)
-ours = trained(Tensor(X_fresh)).data
-with torch.no_grad():
-    theirs = torch_model(torch.from_numpy(X_fresh)).numpy()
-print(f"largest difference between our logits and torch's: {np.max(np.abs(ours - theirs)):.2e}")
-print(f"training accuracy {accuracy(trained, X_spiral, y_spiral):.1%}, "
-      f"accuracy on a fresh spiral {accuracy(trained, X_fresh, y_fresh):.1%}")
-print("our differential tests on our engine:",
-      "fail" if catches(property_test, my_engine) or catches(branched_graph_test, my_engine) else "pass")
+with checks.when_written("this example"):
+    sizes = SPIRAL_SETUP["sizes"]
+    trained = MLP(sizes, rng=0)  # the weights after the last step, whatever the slider shows
+    for array, value in zip(trained.state_dict().values(), figure_snapshots[SPIRAL_SETUP["steps"]].values()):
+        array[...] = value
+    torch_model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
+                                      torch.nn.Linear(sizes[1], sizes[2])).double()
+    torch_model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in trained.state_dict().items()})
+    X_fresh, y_fresh = make_spiral(seed=1)
+    ours = trained(Tensor(X_fresh)).data
+    with torch.no_grad():
+        theirs = torch_model(torch.from_numpy(X_fresh)).numpy()
+    print(f"largest difference between our logits and torch's: {np.max(np.abs(ours - theirs)):.2e}")
+    print(f"training accuracy {accuracy(trained, X_spiral, y_spiral):.1%}, "
+          f"accuracy on a fresh spiral {accuracy(trained, X_fresh, y_fresh):.1%}")
+    print("our differential tests on our engine:",
+          "fail" if catches(property_test, my_engine) or catches(branched_graph_test, my_engine) else "pass")
 
 # %% [markdown]
 # ## Summary

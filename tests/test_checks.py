@@ -396,3 +396,79 @@ def test_1_4_draws_hidden_broadcast_cases_per_student_and_keeps_its_fixed_ones(m
         assert ada[cell, "hidden"] != grace[cell, "hidden"], f"{cell}: two students draw the same hidden cases"
         fixed = [c for c in ada[cell, "hidden"] if c in grace[cell, "hidden"]]
         assert len(fixed) >= 4, f"{cell}: the hidden part keeps fixed listed pairs whatever the draw"
+
+
+# --- failures that read in one glance -----------------------------------------------------
+def notebook_cell(source, name, namespace=None):
+    """Run ``source`` as IPython runs a notebook cell: in ``__main__``, from a file name of its own."""
+    namespace = {"__name__": "__main__", "np": np} if namespace is None else namespace
+    exec(compile(source, name, "exec"), namespace)
+    return namespace
+
+
+UNWRITTEN_OPS = '''
+class Add:
+    @staticmethod
+    def forward(ctx, a, b):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+
+class Mul:
+    @staticmethod
+    def forward(ctx, a, b):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+'''
+
+
+def test_an_unwritten_exercise_says_so_and_a_check_names_the_exercise_it_needs():
+    cell = notebook_cell(UNWRITTEN_OPS, "<cell ops>")
+    notebook_cell("def square(a):\n    return Mul.forward(None, a, a)\n", "<cell square>", cell)
+    with pytest.raises(checks.NotWritten) as own:
+        checks.check_function("add_mul", cell["Add"], "add", PAIRS)
+    assert str(own.value) == ("[add_mul] `Add.forward` is not written yet: replace the `raise NotImplementedError()` "
+                              "in its cell with your code, run that cell, then this one.")
+    with pytest.raises(checks.NotWritten) as other:
+        checks.run_student("square", cell["square"], np.ones(2))
+    assert str(other.value).startswith("[square] this check runs `Mul.forward`, from exercise `add_mul`, which is "
+                                       "not written yet")
+
+
+def test_a_students_error_keeps_their_frames_and_locals_and_hides_the_checks_frames():
+    cell = notebook_cell("def linear(x, W):\n    y = np.matmul(x, W)\n    return y\n", "<cell linear>")
+    with pytest.raises(checks.CheckFailure) as failure:
+        checks.against_torch("linear", cell["linear"], lambda x, W: x @ W,
+                             [checks.case("W not transposed", np.ones(2), np.ones((3, 2)))])
+    assert str(failure.value).startswith("[linear] case 'W not transposed'")
+    tb = failure.value.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_name == "linear" and tb.tb_frame.f_locals["W"].shape == (3, 2)  # for %debug
+    shown = []
+    tb = checks._student_frames(failure.value.__traceback__)
+    while tb is not None:
+        shown.append(tb.tb_frame.f_globals["__name__"])
+        tb = tb.tb_next
+    assert shown == [__name__, "__main__"]  # this test (where a test cell would be), then the student's
+
+
+def test_a_memory_error_drops_the_failed_calls_locals():
+    cell = notebook_cell("def hog():\n    big = np.ones(1000)\n    raise MemoryError()\n", "<cell hog>")
+    with pytest.raises(checks.CheckFailure) as failure:
+        checks.run_student("hog", cell["hog"])
+    tb = failure.value.__cause__.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_name == "hog" and "big" not in tb.tb_frame.f_locals
+
+
+def test_when_written_explains_instead_of_raising(capsys):
+    cell = notebook_cell("def linear(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
+                         "def relu(x):\n    return np.maximum(x, 0, out=x[:1])\n", "<cell given>")
+    with checks.when_written("this figure"):
+        cell["linear"](1.0)
+    with checks.when_written():
+        cell["relu"](np.ones(3))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "(this figure runs once `linear` is written)"
+    assert lines[1].startswith("(this example stopped: `relu` raised ValueError: ") and len(lines) == 2

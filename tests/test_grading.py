@@ -17,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from autograder import catalogue, grader, grading, state
+import nbformat
+
+from autograder import catalogue, grader, grading, state, template
 from autograder.course import authored
 
 UNITS = [a for a in authored() if catalogue.load(a.id)]
 _RESULTS = {}
+_MESSAGES = {}  # per unit, per student: the error line of each failed test cell
 
 
 def graded(aid):
@@ -37,6 +40,7 @@ def graded(aid):
             assert not failed, f"submissions that could not be graded: {failed}"
             scores = grading.read_grades(state.sqlite_url(course), aid)
             visible = {s: grading.visible_failures(course, aid, s) for s in records}
+            _MESSAGES[aid] = {s: grading.failure_messages(course, aid, s) for s in records}
             _RESULTS[aid] = scores, visible
     return _RESULTS[aid]
 
@@ -111,3 +115,16 @@ def test_visible_checks_catch(aid):
 @pytest.mark.parametrize("aid", UNIT_PARAMS)
 def test_the_reference_passes_every_visible_check(aid):
     assert not graded(aid)[1]["reference"]
+
+
+@pytest.mark.parametrize("aid", UNIT_PARAMS)
+def test_every_failure_message_starts_with_its_task(aid):
+    """A student reads the task first: in every graded submission (the blank release, each
+    catalogued mistake), each failed test cell's error says `[task] ...`, whichever check failed."""
+    graded(aid)
+    unit = next(a for a in UNITS if a.id == aid)
+    solution_ids = [c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(unit.source_path(), as_version=4).cells
+                    if c.metadata.get("nbgrader", {}).get("solution")]
+    wrong = [(student, gid, line) for student, failed in _MESSAGES[aid].items() for gid, line in failed.items()
+             if not line.split(": ", 1)[-1].startswith(f"[{template.task_of(gid, solution_ids)}] ")]
+    assert len(_MESSAGES[aid]) > 1 and not wrong, wrong

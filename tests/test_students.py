@@ -1,12 +1,14 @@
 """The students' side: notebooks that open clean, the student repository, solutions, progress."""
+import re
 import subprocess
 
 import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
+from nbclient import NotebookClient
 
-from autograder import build, release, solutions
+from autograder import build, release, solutions, template
 from autograder.course import ROOT, authored
 
 UNITS = authored()
@@ -44,6 +46,55 @@ def test_build_metadata_is_what_ipykernel_reports(kernel_metadata):
     assert build.LANGUAGE_INFO == kernel_metadata["language_info"], (
         "the notebooks are built for another Python than this machine's: update build.PYTHON_VERSION "
         "and the python pin in environment.yml, then `make build`")
+
+
+# --- a blank notebook runs from top to bottom, and its failures read in one glance ---------
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture(scope="module", params=[a.id for a in UNITS])
+def blank_run(request, tmp_path_factory):
+    """A unit's release notebook, unwritten, run top to bottom in a real kernel as Run All runs it."""
+    a = next(u for u in UNITS if u.id == request.param)
+    nb = nbformat.read(a.release_path(), as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path_factory.mktemp("blank"))}}).execute()
+    return nb
+
+
+def _errors(cell):
+    return [o for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
+def test_a_blank_notebook_fails_only_in_test_cells_and_shows_its_figure(blank_run):
+    """JupyterLab's Run All stops at a cell that raises, but for a test cell (tagged
+    raises-exception): any other cell that fails while exercises are unwritten hides the rest of
+    the notebook, the figure included."""
+    for cell in blank_run.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        if meta.get("grade"):
+            assert "raises-exception" in cell.metadata.get("tags", []), meta["grade_id"]
+        else:
+            assert not _errors(cell), f"{meta.get('grade_id')}: {[ANSI.sub('', e.evalue) for e in _errors(cell)]}"
+    figures = [c for c in blank_run.cells if c.metadata.get("nbgrader", {}).get("grade_id", "").endswith("figure")]
+    assert figures and all(c.outputs for c in figures)
+
+
+def test_every_failure_of_a_blank_notebook_starts_with_its_task_after_the_students_frames_only(blank_run):
+    solution_ids = [c.metadata["nbgrader"]["grade_id"] for c in blank_run.cells
+                    if c.metadata.get("nbgrader", {}).get("solution")]
+    failed = 0
+    for cell in blank_run.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        for error in _errors(cell) if meta.get("grade") else []:
+            failed += 1
+            task = template.task_of(meta["grade_id"], solution_ids)
+            text = ANSI.sub("", "\n".join(error.traceback))
+            assert text.strip().split("\n")[-1].startswith(f"{error.ename}: [{task}] "), (meta["grade_id"], text)
+            assert "autograder/" not in text and "failed resolving arguments" not in text, text
+    assert failed
 
 
 # --- autograder release-solutions ---------------------------------------------------------

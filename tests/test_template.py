@@ -68,7 +68,7 @@ def good_notebook():
         md("## 2. Figure: squares"),
         _cell("locked", "square_figure", source="pass"),
         md("## 3. Putting it together"),
-        _cell("locked", "putting_it_together", source="square(2)"),
+        _cell("locked", "putting_it_together", source='with checks.when_written("this example"):\n    square(2)'),
         md("## Summary\n- squares"),
     ])
 
@@ -122,6 +122,8 @@ DRIFTS = {
     "no figure cell": (_retag(11, "plot"), "figure cell"),
     "no putting-it-together part": (_edit(12, "Putting it together", "Epilogue"), "Putting it together"),
     "no putting-it-together cell": (_retag(13, "closing"), "putting_it_together"),
+    "putting it together can stop Run All": (_edit(13, 'with checks.when_written("this example"):\n    ', ""),
+                                             "does not stop Run All"),
     "no summary at the end": (_drop(14), "Summary"),
     "no setup cell first": (_retag(1, "imports"), "setup"),
     "a test cell of no exercise": (_retag(4, "check_square"), "not test_<id>"),
