@@ -96,7 +96,7 @@ def _frames(tb):
     while tb is not None:
         code = tb.tb_frame.f_code
         if any(mark in code.co_filename for mark in _STUDENT_FILES) or "autograder" not in code.co_filename:
-            out.append([code.co_filename, code.co_name, tb.tb_lineno])
+            out.append([code.co_filename, code.co_qualname, tb.tb_lineno])
         tb = tb.tb_next
     return out[-20:]
 
