@@ -31,8 +31,12 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "artifacts" / "browser"
 UNITS = authored()
 TOKEN = "browser-test"
-# The units whose unsolved figure does not render after Restart & Run All (see test_unsolved).
-FIGURE_UNSOLVED_XFAIL = {}
+# The units whose unsolved notebook stops Restart & Run All before its figure: JupyterLab's Run All
+# stops at the first cell that raises, and the first unwritten exercise's test cell does (issue 12:
+# "the figures should render whatever is unwritten"). Remove a unit once its figure renders.
+STOPS_BEFORE_FIGURE = ("1.1-affine-logits", "1.2-softmax-cross-entropy", "1.3-reverse-accumulation",
+                       "1.4-broadcasting", "1.5-gradient-checks", "1.6-tensor-layout", "1.7-aliasing-mutation",
+                       "1.8-mini-project")
 # How to move a figure's control where it has no slider, dropdown or checkbox: (label, new text).
 TEXT_CONTROLS = {"1.4-broadcasting": ("shape of a", "2, 1")}
 
@@ -260,8 +264,14 @@ def test_solved(lab, unit):
         page.evaluate(CLOSE)
 
 
-@pytest.mark.parametrize("unit", [pytest.param(a, marks=pytest.mark.xfail(reason=FIGURE_UNSOLVED_XFAIL[a.id], strict=True))
-                                  if a.id in FIGURE_UNSOLVED_XFAIL else a for a in UNITS], ids=lambda a: a.id)
+def _unsolved(a):
+    if a.id not in STOPS_BEFORE_FIGURE:
+        return a
+    reason = f"{a.id}: Restart & Run All of the unsolved notebook stops at its first unwritten exercise, before the figure"
+    return pytest.param(a, marks=pytest.mark.xfail(reason=reason, raises=pytest.fail.Exception, strict=True))
+
+
+@pytest.mark.parametrize("unit", [_unsolved(a) for a in UNITS], ids=lambda a: a.id)
 def test_unsolved(lab, unit):
     page, repo = lab
     path = f"release/{unit.id}/{unit.notebook}.ipynb"
@@ -269,11 +279,16 @@ def test_unsolved(lab, unit):
     _open(page, path)
     try:
         kind, text = _validate(page)
+        # nbgrader lists each failing cell as its source, then its error
+        listed = page.locator("#validation-message > .jp-RenderedText > pre").all_inner_texts()
+        listed, errors = listed[0::2], listed[1::2]
+        print(f"\n{unit.id} unsolved, Validate:", *(e.strip().splitlines()[-1][:160] for e in errors), sep="\n  ")
         _shot(page, f"{unit.id}-unsolved-validate")
         _close_dialog(page)
         assert "validation-failed" in kind, f"{unit.id}: Validate of the unsolved notebook says:\n{text[:3000]}"
-        failed = text.count("The following cell failed:")
-        assert failed == len(_test_cells(nb)), f"{unit.id}: Validate lists {failed} failing cells of {len(_test_cells(nb))}"
+        listed = [source.strip() for source in listed]
+        missing = [c.metadata.nbgrader["grade_id"] for c in _test_cells(nb) if c.source.strip() not in listed]
+        assert missing == [], f"{unit.id}: Validate does not list the failing test cells {missing}"
 
         cells, seconds = _restart_run_all(page)
         print(f"\n{unit.id} unsolved: Restart & Run All {seconds:.1f} s")
