@@ -14,10 +14,11 @@ which ``make venv`` installs; Playwright never downloads a browser) opens each n
 Screenshots of what the student sees go to ``artifacts/browser/`` (git-ignored).
 """
 import os
-import shutil
 import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -70,9 +71,9 @@ def lab(tmp_path_factory):
     port = pg.free_port()
     env = {**os.environ, "HOME": str(tmp), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime")}
     log = open(tmp / "lab.log", "w")
-    server = subprocess.Popen([str(repo / "start"), shutil.which("jupyter"), "lab", "--no-browser", "--allow-root",
-                               "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={TOKEN}",
-                               "--LabApp.expose_app_in_browser=True"],
+    jupyter = Path(sys.executable).parent / "jupyter"
+    server = subprocess.Popen([str(repo / "start"), str(jupyter), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+                               f"--port={port}", f"--IdentityProvider.token={TOKEN}", "--LabApp.expose_app_in_browser=True"],
                               cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     pw = browser = None
