@@ -155,7 +155,7 @@ def _cell(page, index):
                         ".jp-Cell").nth(index)
 
 
-def _restart_run_all(page, timeout=180):
+def _restart_run_all(page, timeout=300):
     started = time.perf_counter()
     page.evaluate(RESTART_RUN_ALL)
     dialog = page.locator(".jp-Dialog .jp-mod-accept")  # "Restart the kernel?"
@@ -204,7 +204,7 @@ def _move_a_control(page, cell, unit):
     return f"text {label!r} to {text!r}"
 
 
-def _validate(page, timeout=240):
+def _validate(page, timeout=300):
     """Click the notebook's Validate button; return (class, text) of nbgrader's result dialog."""
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .validate-button").click()
     message = page.locator("#validation-message")
