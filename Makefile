@@ -15,11 +15,14 @@ venv: $(VENV)/.installed
 	@test -n "$$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" || test "$$(id -u)" != 0 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 		echo "warning: could not install postgresql: the PostgreSQL grading test will be skipped"
+	@test -x /usr/bin/chromium || test "$$(id -u)" != 0 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium >/dev/null; } || echo "warning: could not install chromium:" \
+		"the browser test (tests/test_browser.py) will be skipped"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
 demo: venv
