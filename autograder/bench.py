@@ -236,7 +236,7 @@ def soak(aid, notebooks=1000, workers=None, cell_timeout=60, class_size=100, min
     long as ``cell_timeout``. Notebooks that took that long in all are counted apart (on a loaded
     machine, the first notebook of each worker, which starts its sandbox, can). The run fails when one stalled, failed,
     or scored unlike the other submissions of its sample. With ``minutes``, no round starts past
-    that budget, and the table says how many gradings were done.
+    that budget; Ctrl-C stops the current round; the table says how many gradings were done.
     """
     workers = workers or psutil.cpu_count() or 1
     subs = synthetic_class(aid, min(class_size, notebooks))
@@ -247,26 +247,31 @@ def soak(aid, notebooks=1000, workers=None, cell_timeout=60, class_size=100, min
         grading.prepare_course(root, aid)
         for student, nb in subs.items():
             grading.submit(root, aid, student, nb)
-        while len(times) < notebooks and not (minutes and time.monotonic() - started > 60 * minutes):
-            w, p, c = _timed([sys.executable, "-m", "autograder", "grade", aid, "--course", str(root), "--quiet",
-                              "--force", "--workers", str(workers), "--cell-timeout", str(cell_timeout)], root)
-            wall, peak, cpu = wall + w, max(peak, p), cpu + c
-            records = state.load(state.sqlite_url(root), aid).values()
-            for r in records:
-                notebook = root / "autograded" / r.student / aid / f"{BY_ID[aid].notebook}.ipynb"
-                gap = _widest_gap(notebook) if notebook.exists() else 0.0
-                times.append(r.seconds)
-                gaps.append(gap)
-                if r.status != "graded":
-                    failed.append(r.student)
-                if gap >= 0.9 * cell_timeout:
-                    stalled.append((r.student, round(r.seconds, 1), round(gap, 1)))
-            by_sample = {}
-            for student, scores in grading.read_grades(f"sqlite:///{root}/gradebook.db", aid).items():
-                by_sample.setdefault(student.split("-", 1)[1], set()).add(tuple(sorted(scores.items())))
-            unequal |= {name for name, seen in by_sample.items() if len(seen) > 1}
-            print(f"{len(times)} gradings, {wall:.0f} s, {len(stalled)} stalled, {len(failed)} failed, "
-                  f"load {load()}", flush=True)
+        try:
+            while len(times) < notebooks and not (minutes and time.monotonic() - started > 60 * minutes):
+                w, p, c = _timed([sys.executable, "-m", "autograder", "grade", aid, "--course", str(root), "--quiet",
+                                  "--force", "--workers", str(workers), "--cell-timeout", str(cell_timeout)], root)
+                wall, peak, cpu = wall + w, max(peak, p), cpu + c
+                records = state.load(state.sqlite_url(root), aid).values()
+                for r in records:
+                    notebook = root / "autograded" / r.student / aid / f"{BY_ID[aid].notebook}.ipynb"
+                    gap = _widest_gap(notebook) if notebook.exists() else 0.0
+                    times.append(r.seconds)
+                    gaps.append(gap)
+                    if r.status != "graded":
+                        failed.append(r.student)
+                    if gap >= 0.9 * cell_timeout:
+                        stalled.append((r.student, round(r.seconds, 1), round(gap, 1)))
+                by_sample = {}
+                for student, scores in grading.read_grades(f"sqlite:///{root}/gradebook.db", aid).items():
+                    by_sample.setdefault(student.split("-", 1)[1], set()).add(tuple(sorted(scores.items())))
+                unequal |= {name for name, seen in by_sample.items() if len(seen) > 1}
+                print(f"{len(times)} gradings, {wall:.0f} s, {len(stalled)} stalled, {len(failed)} failed, "
+                      f"load {load()}", flush=True)
+        except KeyboardInterrupt:  # Ctrl-C: the table says how many gradings ran
+            print("interrupted: writing the rounds that finished", flush=True)
+    if not times:
+        raise SystemExit("soak: no round of gradings finished")
     times.sort()
     row = (f"| {aid} | {len(times)} | {workers} | {wall:.0f} | {len(times) / wall:.2f} | {cpu / len(times):.2f} | "
            f"{_percentile(times, 50):.2f} | {_percentile(times, 99):.2f} | {times[-1]:.2f} | "
@@ -275,7 +280,8 @@ def soak(aid, notebooks=1000, workers=None, cell_timeout=60, class_size=100, min
            f"{load_at} / {load()} |")
     section = _section(f"soak, {psutil.cpu_count()} cores, {workers} workers, cell time limit {cell_timeout} s") + (
         "| unit | gradings | workers | wall s | nb/s | CPU s/nb | median s | p99 s | max s | "
-        f">= {cell_timeout} s | widest gap between cells s | stalled | failed | equal scores per sample | peak MB | load before / after |\n"
+        f">= {cell_timeout} s | widest gap between cells s | stalled | failed | equal scores per sample | peak MB | "
+        "load before / after |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + row + "\n")
     _append(section)
     if stalled or failed or unequal:
