@@ -6,8 +6,8 @@ courses: once by nbgrader's own command line, once by ``autograder grade``. Both
 child processes, so that the peak memory of each (the sum of the resident memory of the
 process and all its descendants, kernels included, sampled every 50 ms) is measured the
 same way. The scores are then compared cell by cell. Every figure comes with the CPU-seconds
-of the grading process tree (user + system time of every process it started and reaped, the
-kernels included), which the other work on a shared machine inflates less than wall time, and
+of the grading process tree (user + system time of every process it started, the kernels
+included), which the other work on a shared machine inflates less than wall time, and
 with the load average when it was taken.
 
 ``autograder bench --soak N`` (``make soak``) grades one class of N submissions through the
@@ -38,12 +38,14 @@ def synthetic_class(aid, students):
     return {f"s{i:03d}-{pool[i % len(pool)][0]}"[:60]: pool[i % len(pool)][1] for i in range(students)}
 
 
-class PeakMemory:
-    """Samples the resident memory of a process tree until stopped; keeps the peak in MB."""
+class TreeMeter:
+    """Samples a process tree every 50 ms until stopped: the peak of its resident memory in MB, and
+    the CPU-seconds (user + system) each process had used when last seen."""
 
     def __init__(self, pid):
         self.root = psutil.Process(pid)
         self.peak = 0.0
+        self._cpu = {}  # (pid, start time): CPU-seconds when last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -54,7 +56,10 @@ class PeakMemory:
             try:
                 for p in [self.root] + self.root.children(recursive=True):
                     try:
-                        total += p.memory_info().rss
+                        with p.oneshot():
+                            total += p.memory_info().rss
+                            cpu = p.cpu_times()
+                            self._cpu[(p.pid, p.create_time())] = cpu.user + cpu.system
                     except psutil.Error:
                         continue
             except psutil.Error:
@@ -63,9 +68,10 @@ class PeakMemory:
             time.sleep(0.05)
 
     def stop(self):
+        """``(peak MB, CPU-seconds)``; the CPU misses what each process used in its last 50 ms."""
         self._stop.set()
         self._thread.join()
-        return self.peak
+        return self.peak, sum(self._cpu.values())
 
 
 def _cpu_of_children():
@@ -79,17 +85,23 @@ def load():
 
 
 def _timed(cmd, cwd):
-    """Run ``cmd``; return its wall seconds, peak MB and CPU-seconds (its whole reaped process tree)."""
+    """Run ``cmd``; return its wall seconds, peak MB and CPU-seconds.
+
+    Both ways of counting the CPU of a process tree miss some of it: the kernel's account of
+    reaped children (``RUSAGE_CHILDREN``) misses every process whose parent was killed before
+    waiting for it (a grading worker's zygote and kernels, when the grader kills the worker at
+    the end of a run), and sampling misses each process's last 50 ms. The larger is taken.
+    """
     cpu = _cpu_of_children()
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=nbgrader_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
-    meter = PeakMemory(proc.pid)
+    meter = TreeMeter(proc.pid)
     _, err = proc.communicate()
-    peak = meter.stop()
+    peak, sampled = meter.stop()
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
-    return time.perf_counter() - started, peak, _cpu_of_children() - cpu
+    return time.perf_counter() - started, peak, max(sampled, _cpu_of_children() - cpu)
 
 
 def bench_unit(aid, students, workers, scratch):
