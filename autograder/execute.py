@@ -64,9 +64,11 @@ class BoundedExecute(Execute):
     max_output_bytes = Integer(
         1 << 20, help="Output a cell may keep; past it, outputs are dropped and a notice says so.").tag(config=True)
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def on_comm_open_jupyter_widget(self, msg):
+        # set here, not in __init__: nbconvert's preprocess() runs NotebookClient.__init__ again,
+        # which puts nbclient's own mimic back in the registry
         self.widget_registry["@jupyter-widgets/output"]["OutputModel"] = OutputWidget
+        return super().on_comm_open_jupyter_widget(msg)
 
     def reset_execution_trackers(self):
         super().reset_execution_trackers()

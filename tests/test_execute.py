@@ -21,7 +21,11 @@ CELL = "with out:\n    out.clear_output(wait=True)\n    for i in range(20):\n   
 
 
 def test_the_grader_uses_the_fixed_output_widget():
-    assert BoundedExecute().widget_registry["@jupyter-widgets/output"]["OutputModel"] is OutputWidget
+    executor = BoundedExecute()
+    NotebookClient.__init__(executor, nbformat.v4.new_notebook())  # as nbconvert's preprocess() does
+    opened = {"content": {"comm_id": "c1", "data": {"state": {
+        "_model_module": "@jupyter-widgets/output", "_model_name": "OutputModel", "outputs": []}}}}
+    assert type(executor.on_comm_open_jupyter_widget(opened)) is OutputWidget
 
 
 def test_no_cell_waits_for_its_time_limit_while_an_output_widget_syncs():
