@@ -34,7 +34,7 @@ build: venv
 bench: venv
 	$(PY) -m autograder bench
 
-# Issue 8's soak: SOAK gradings of one class through `autograder grade`, no notebook waiting for its cell time limit.
+# Issue 8's soak: SOAK gradings of one unit through `autograder grade`, no notebook waiting for its cell time limit.
 SOAK ?= 1000
 SOAK_UNIT ?= 1.3-reverse-accumulation
 soak: venv

@@ -262,8 +262,9 @@ def main(argv=None):
     p.add_argument("--cluster-sizes", type=int, nargs="*", default=[1, 2, 4],
                    help="Dask LocalCluster sizes to time against the local pool on the first unit (none: skip)")
     p.add_argument("--soak", type=int, default=0, metavar="N",
-                   help="instead: grade one class of N submissions of each unit given (default: the first unit) "
-                        "through `autograder grade`, and write the median, p99 and max per-notebook time; fails "
+                   help="instead: grade each unit given (default: the first unit) N times through `autograder grade` "
+                        "(a class of 100 submissions, regraded round after round), and write the median, p99 and "
+                        "max per-notebook time; fails "
                         "when a notebook waited for its cell time limit or scored unlike its sample")
     p.add_argument("--soak-minutes", type=float, default=None, metavar="M",
                    help="with --soak: start no new round of 100 gradings after M minutes (the table says how many ran)")
