@@ -7,7 +7,7 @@ export PATH := $(VENV)/bin:$(PATH)
 # pytest-xdist workers: one per core.
 JOBS ?= auto
 
-.PHONY: venv demo test build lab bench clean
+.PHONY: venv demo test build lab bench soak clean
 venv: $(VENV)/.installed
 	@test -x /usr/bin/bwrap || test "$$(id -u)" != 0 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq bubblewrap >/dev/null; } || echo "warning: could not install bubblewrap:" \
@@ -15,11 +15,14 @@ venv: $(VENV)/.installed
 	@test -n "$$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" || test "$$(id -u)" != 0 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 		echo "warning: could not install postgresql: the PostgreSQL grading test will be skipped"
+	@test -x /usr/bin/chromium || test "$$(id -u)" != 0 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium >/dev/null; } || echo "warning: could not install chromium:" \
+		"the browser test (tests/test_browser.py) will be skipped"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
 demo: venv
@@ -33,6 +36,12 @@ build: venv
 
 bench: venv
 	$(PY) -m autograder bench
+
+# Issue 8's soak: SOAK gradings of one unit through `autograder grade`, no notebook waiting for its cell time limit.
+SOAK ?= 1000
+SOAK_UNIT ?= 1.3-reverse-accumulation
+soak: venv
+	$(PY) -m autograder bench --soak $(SOAK) $(SOAK_UNIT)
 
 lab: venv
 	$(VENV)/bin/jupyter lab release/

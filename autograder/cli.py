@@ -168,6 +168,10 @@ def release_solutions_cmd(args):
 def bench_cmd(args):
     from . import bench
 
+    if args.soak:
+        for aid in args.ids or [select([])[0].id]:
+            bench.soak(aid, args.soak, args.workers, minutes=args.soak_minutes)
+        return
     bench.run(args.ids, args.students, args.workers, tuple(args.cluster_sizes))
 
 
@@ -260,6 +264,13 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=None, help="workers for autograder grade (default: the number of cores)")
     p.add_argument("--cluster-sizes", type=int, nargs="*", default=[1, 2, 4],
                    help="Dask LocalCluster sizes to time against the local pool on the first unit (none: skip)")
+    p.add_argument("--soak", type=int, default=0, metavar="N",
+                   help="instead: grade each unit given (default: the first unit) N times through `autograder grade` "
+                        "(a class of 100 submissions, regraded round after round), and write the median, p99 and "
+                        "max per-notebook time; fails "
+                        "when a notebook waited for its cell time limit or scored unlike its sample")
+    p.add_argument("--soak-minutes", type=float, default=None, metavar="M",
+                   help="with --soak: start no new round of 100 gradings after M minutes (the table says how many ran)")
     p.set_defaults(func=bench_cmd)
 
     args = parser.parse_args(argv)
