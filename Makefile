@@ -29,7 +29,7 @@ demo: venv
 	$(PY) -m autograder demo
 
 test: venv
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=25
 
 build: venv
 	$(PY) -m autograder.build
