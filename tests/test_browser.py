@@ -33,13 +33,10 @@ ARTIFACTS = ROOT / "artifacts" / "browser"
 UNITS = authored()
 TOKEN = "browser-test"
 # The units whose unsolved notebook stops Restart & Run All before its figure (issue 12: "the figures
-# should render whatever is unwritten"). Every unit, still: the test cells carry the raises-exception
-# tag (so the kernel does not abort the cells queued after a failing one), but JupyterLab 4.6's Run All
-# still stops at the first test cell that fails (seen here on 1.1 and 1.6 after the tag was added).
-# A unit listed here is an expected failure of this one check; remove it once its figure renders.
-STOPS_BEFORE_FIGURE = ("1.1-affine-logits", "1.2-softmax-cross-entropy", "1.3-reverse-accumulation",
-                       "1.4-broadcasting", "1.5-gradient-checks", "1.6-tensor-layout", "1.7-aliasing-mutation",
-                       "1.8-mini-project")
+# should render whatever is unwritten"): none. Test cells carry the raises-exception tag, so the
+# kernel goes on with the cells queued after a failing one. A unit listed here is an expected
+# failure of this one check.
+STOPS_BEFORE_FIGURE = ()
 # How to move a figure's control where it has no slider, dropdown or checkbox: (label, new text).
 TEXT_CONTROLS = {"1.4-broadcasting": ("shape of a", "2, 1")}
 
@@ -140,6 +137,12 @@ CELLS = """() => {
     }
     return out;
 }"""
+# The kernel is idle and the last code cell has run.
+LAST_CELL_RAN = """() => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    const code = [...panel.content.model.cells].filter(c => c.type === 'code');
+    return panel.sessionContext.session.kernel.status === 'idle' && code[code.length - 1].executionCount !== null;
+}"""
 CLOSE = """async () => {
     const panel = window.jupyterapp.shell.currentWidget;
     await panel.sessionContext.shutdown();
@@ -163,6 +166,15 @@ def _restart_run_all(page, timeout=300):
     dialog = page.locator(".jp-Dialog .jp-mod-accept")  # "Restart the kernel?"
     dialog.click()
     page.wait_for_function("window.runAllDone === true", timeout=timeout * 1000)
+    # Run All sends every cell at once, and its promise settles at the first failing cell: the
+    # kernel goes on with the cells queued after a test cell (tagged raises-exception), so wait
+    # until it has run the last one (or stopped: a cell it aborted keeps no execution count)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(LAST_CELL_RAN, timeout=60_000)
+    except PlaywrightTimeout:  # the kernel stopped before it: the caller says where
+        pass
     return page.evaluate(CELLS), time.perf_counter() - started
 
 
