@@ -1053,15 +1053,7 @@ def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
         return result
     depth = [0, 0]  # current, deepest
     found = []
-    inner = _delegation_hook(found)
-
-    def hook(frame, event, arg):
-        if event == "call":
-            depth[0] += 1
-            depth[1] = max(depth[1], depth[0])
-        elif event == "return":
-            depth[0] -= 1
-        inner(frame, event, arg)
+    hook = depth_hook(depth, _delegation_hook(found))
 
     def probe(*a, **k):  # the hook starts inside this frame, so only the student's calls are seen
         _setprofile(hook)
@@ -1074,6 +1066,20 @@ def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
         result = run_student(task, probe, *args, numpy_only=False, **kwargs)
     _fail_if_deep(task, depth[1], max_depth, what)
     return result
+
+
+def depth_hook(depth, inner=None):
+    """A profile hook that counts how deeply Python calls nest, in ``depth = [current, deepest]``,
+    and hands every event on to ``inner``."""
+    def hook(frame, event, arg):
+        if event == "call":
+            depth[0] += 1
+            depth[1] = max(depth[1], depth[0])
+        elif event == "return":
+            depth[0] -= 1
+        if inner is not None:
+            inner(frame, event, arg)
+    return hook
 
 
 def _fail_if_deep(task, deepest, max_depth, what):

@@ -108,16 +108,7 @@ def _call(request):
     found = []
     depth = [0, 0]  # current, deepest: how far the student's Python calls nest
     inner = checks._delegation_hook(found) if request.get("numpy_only") else None
-
-    def hook(frame, event, arg):
-        if event == "call":
-            depth[0] += 1
-            depth[1] = max(depth[1], depth[0])
-        elif event == "return":
-            depth[0] -= 1
-        if inner is not None:
-            inner(frame, event, arg)
-
+    hook = checks.depth_hook(depth, inner)
     previous = sys.getprofile()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
