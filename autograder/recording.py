@@ -9,8 +9,10 @@ warnings it emitted, whether it called into torch or the reference package, and 
 buffer that changed (an input written in place). It decides nothing: the grader compares.
 
 :func:`serve` runs as the only code of a test cell's execution, and talks over the kernel's
-stdin channel: each ``input(reply)`` sends the answer to the last request and receives the next
-one, a few milliseconds a round. A notebook can replace this module or ``input``: it then
+stdin channel: each ``input(reply)`` sends the answer to the last request (with that request's
+number) and receives the next one, a few milliseconds a round. The kernel's stdin socket drops a
+message to a client whose connection it has not seen yet: the grader then asks again (``ping``),
+and the same answer is sent again. A notebook can replace this module or ``input``: it then
 answers for itself, and what it answers is still compared outside, against the cases the
 grader chose.
 """
@@ -136,15 +138,20 @@ def serve():
     global _codec
     if _codec is None:
         _codec = Codec("k", _handle, _object)
-    reply = {"ready": True}
+    reply, seq = {"ready": True}, 0
     while True:
         try:
-            text = json.dumps(_codec.encode_message(reply), allow_nan=False)
+            message = _codec.encode_message(reply)
+            text = json.dumps({"seq": seq, "message": message}, allow_nan=False)
         except Exception as exc:  # a value that cannot be sent: say so instead
-            text = json.dumps(_codec.encode_message({"error": f"the answer could not be sent: {exc}"}))
+            message = _codec.encode_message({"error": f"the answer could not be sent: {exc}"})
+            text = json.dumps({"seq": seq, "message": message})
         request = json.loads(builtins.input(text))
+        while request.get("op") == "ping":  # the grader did not get the answer: send it again
+            request = json.loads(builtins.input(text))
         if request.get("op") == "end":
             return
+        seq = request.get("seq")
         try:
             reply = _call(request)
         except KeyboardInterrupt:

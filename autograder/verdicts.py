@@ -28,6 +28,7 @@ from autograder.wire import Codec, WireError
 
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.recording', fromlist=['serve']).serve()"
+PING_SECONDS = 1.0
 
 
 class KernelGone(BaseException):
@@ -76,6 +77,7 @@ class Remote:
         self.proxies = {}  # handle: Proxy, one per handle, so that `is` works
         self.msg_id = None
         self.deadline = None
+        self.seq = 0
         self.found = None  # the checks' list of calls into torch, while run_student runs
         self.numpy_only = False
         self.caught = None  # the checks' list of the student's warnings, while run_student runs
@@ -84,10 +86,14 @@ class Remote:
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
+        self.seq = 0
         self.msg_id = self.client.execute(SERVE, silent=True, store_history=False, allow_stdin=True)
-        return self._answer()
+        return self._answer(ping=True)
 
-    def _answer(self):
+    def _answer(self, ping=False):
+        """The kernel's answer to request ``self.seq``. With ``ping``, ask again each second until it
+        comes: the kernel's stdin socket drops what it sends before it has seen this client."""
+        asked = time.monotonic()
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
@@ -97,13 +103,19 @@ class Remote:
             except queue.Empty:
                 if self._ended():
                     raise KernelGone("the kernel stopped answering the checks")
+                if ping and time.monotonic() - asked > PING_SECONDS:
+                    self.client.input(json.dumps({"op": "ping"}))
+                    asked = time.monotonic()
                 continue
             if msg["parent_header"].get("msg_id") != self.msg_id or msg["msg_type"] != "input_request":
                 continue
             prompt = msg["content"].get("prompt", "")
             if len(prompt) > MAX_ANSWER_CHARS:
                 raise WireError("the student's code returned more data than the checks accept")
-            return self.codec.decode_message(json.loads(prompt))
+            answer = json.loads(prompt)
+            if not isinstance(answer, dict) or answer.get("seq") != self.seq:
+                continue  # an answer sent again after a ping, already read
+            return self.codec.decode_message(answer.get("message"))
 
     def _ended(self):
         try:
@@ -114,7 +126,8 @@ class Remote:
 
     def request(self, payload, **fields):
         message = self.codec.encode_message(payload)
-        self.client.input(json.dumps(dict(fields, op="call", message=message)))
+        self.seq += 1
+        self.client.input(json.dumps(dict(fields, op="call", seq=self.seq, message=message)))
         answer = self._answer()
         if not isinstance(answer, dict):
             raise WireError("an answer that is not a record")

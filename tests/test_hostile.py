@@ -754,9 +754,16 @@ def trusted_batch():
             grading.submit(course, AID, f"m{n}-{student}", SUBMISSIONS[student](course))
             grading.submit(course, AID, f"m{n}-victim", grading.reference_submission(AID))  # graded right after
         grading.submit(course, AID, "reads-hidden", _reads_hidden())
-        yield Batch(course, grader.grade(course, AID, grader.Options(**OPTIONS, trusted=True)))
+        # a test cell that runs in the worker makes a request per call into the kernel: the default
+        # cell limit, not the short one of the runaway-code batch
+        options = dict(OPTIONS, cell_timeout=grader.Options.cell_timeout, trusted=True)
+        yield Batch(course, grader.grade(course, AID, grader.Options(**options)))
 
 
+TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, graded once, on one xdist worker
+
+
+@TRUSTED
 @pytest.mark.parametrize("n, student", list(enumerate(VERDICT_ATTACKS)))
 def test_verdicts_changed_in_the_kernel_earn_nothing_with_trusted_verdicts(trusted_batch, n, student):
     """Each payload builds its names at run time; it changes the kernel's checks, which no verdict reads."""
@@ -767,6 +774,7 @@ def test_verdicts_changed_in_the_kernel_earn_nothing_with_trusted_verdicts(trust
         assert trusted_batch.lost(well) == []
 
 
+@TRUSTED
 def test_torch_is_not_there_to_delegate_to(trusted_batch):
     n = len(VERDICT_ATTACKS)
     assert set(SOFTMAX_LOST) <= set(trusted_batch.lost(f"m{n}-torch-delegation"))
@@ -774,6 +782,7 @@ def test_torch_is_not_there_to_delegate_to(trusted_batch):
     assert trusted_batch.lost(f"m{n}-victim") == []
 
 
+@TRUSTED
 def test_the_hidden_tests_never_enter_the_kernel(trusted_batch):
     printed = trusted_batch.outputs("reads-hidden", None)
     assert "from autograder import checks" in printed  # In was printed: the setup cell is there
