@@ -160,17 +160,27 @@ def _cell(page, index):
                         ".jp-Cell").nth(index)
 
 
-def _restart_run_all(page, timeout=300):
+def _restart_run_all(page, timeout=150, attempts=2):
+    """Restart & Run All; the cells' states and the seconds it took. A Run All that never ends is
+    tried once more, loudly: it happened twice in about fifty runs on a loaded machine (1.4 and
+    1.7, solved; both ran in under 20 s the next time), and is an open problem of its own."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     started = time.perf_counter()
-    page.evaluate(RESTART_RUN_ALL)
-    dialog = page.locator(".jp-Dialog .jp-mod-accept")  # "Restart the kernel?"
-    dialog.click()
-    page.wait_for_function("window.runAllDone === true", timeout=timeout * 1000)
+    for attempt in range(attempts):
+        page.evaluate(RESTART_RUN_ALL)
+        dialog = page.locator(".jp-Dialog .jp-mod-accept")  # "Restart the kernel?"
+        dialog.click()
+        try:
+            page.wait_for_function("window.runAllDone === true", timeout=timeout * 1000)
+            break
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+            print(f"\nRESTART & RUN ALL DID NOT END IN {timeout} s: trying once more")
     # Run All sends every cell at once, and its promise settles at the first failing cell: the
     # kernel goes on with the cells queued after a test cell (tagged raises-exception), so wait
     # until it has run the last one (or stopped: a cell it aborted keeps no execution count)
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
     try:
         page.wait_for_function(LAST_CELL_RAN, timeout=60_000)
     except PlaywrightTimeout:  # the kernel stopped before it: the caller says where
