@@ -46,25 +46,26 @@ class StudentError(Exception):
 _ERROR_TYPES = {}
 
 
+def _builtin_class(names, base, default):
+    """The first of ``names`` that is a builtin subclass of ``base`` (the student's exception or
+    warning class, by its MRO's names), else ``default``."""
+    for n in names:
+        c = getattr(builtins, n, None) if isinstance(n, str) else None
+        if isinstance(c, type) and issubclass(c, base):
+            return c
+    return default
+
+
 def student_exception(types, message, frames):
     """An exception of the same name as the student's, a subclass of the same builtin exception."""
     names = [t for t in types if isinstance(t, str)] or ["Exception"]
-    base = next((getattr(builtins, n) for n in names if isinstance(getattr(builtins, n, None), type)
-                 and issubclass(getattr(builtins, n), Exception)), Exception)
+    base = _builtin_class(names, Exception, Exception)
     key = (names[0], base)
     if key not in _ERROR_TYPES:
         _ERROR_TYPES[key] = type(names[0], (base, StudentError), {"__module__": "student"})
     exc = _ERROR_TYPES[key](str(message))
     exc.frames = frames
     return exc
-
-
-def _warning_category(names):
-    for n in names:
-        c = getattr(builtins, n, None)
-        if isinstance(c, type) and issubclass(c, Warning):
-            return c
-    return UserWarning
 
 
 class Remote:
@@ -172,7 +173,7 @@ class Remote:
         if answer.get("delegated") and self.found is not None and not self.found:
             self.found.extend(str(d) for d in answer["delegated"][:1])
         if self.caught is not None:
-            self.caught.extend(warnings.WarningMessage(str(text), _warning_category(category), "<student>", 0)
+            self.caught.extend(warnings.WarningMessage(str(text), _builtin_class(category, Warning, UserWarning), "<student>", 0)
                                for category, text in answer.get("warnings") or ())
         if "raised" in answer:
             r = answer["raised"]
@@ -231,24 +232,6 @@ class Proxy:
     def __iter__(self):
         return iter(self._call_builtin("list"))
 
-    def __len__(self):
-        return self._call_builtin("len")
-
-    def __bool__(self):
-        return self._call_builtin("bool")
-
-    def __float__(self):
-        return self._call_builtin("float")
-
-    def __int__(self):
-        return self._call_builtin("int")
-
-    def __repr__(self):
-        return self._call_builtin("repr")
-
-    def __str__(self):
-        return self._call_builtin("str")
-
     def __hash__(self):
         return hash((Proxy, object.__getattribute__(self, "_handle")))
 
@@ -258,6 +241,8 @@ class Proxy:
     def __ne__(self, other):
         return self is not other
 
+    __len__, __bool__, __float__, __int__ = _op("len"), _op("bool"), _op("float"), _op("int")
+    __repr__, __str__ = _op("repr"), _op("str")
     __getitem__ = _op("getitem")
     __setitem__ = _op("setitem")
     __delitem__ = _op("delitem")

@@ -32,11 +32,6 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "artifacts" / "browser"
 UNITS = authored()
 TOKEN = "browser-test"
-# The units whose unsolved notebook stops Restart & Run All before its figure (issue 12: "the figures
-# should render whatever is unwritten"): none. Test cells carry the raises-exception tag, so the
-# kernel goes on with the cells queued after a failing one. A unit listed here is an expected
-# failure of this one check.
-STOPS_BEFORE_FIGURE = ()
 # How to move a figure's control where it has no slider, dropdown or checkbox: (label, new text).
 TEXT_CONTROLS = {"1.4-broadcasting": ("shape of a", "2, 1")}
 
@@ -251,13 +246,18 @@ def _shot(page, name, locator=None):
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
+def _opened(lab, path):
+    """(page, notebook): the workspace's notebook at ``path``, opened in JupyterLab."""
+    page, repo = lab
+    nb = nbformat.read(repo / path, as_version=4)
+    _open(page, path)
+    return page, nb
+
+
 # --- the tests ----------------------------------------------------------------------------
 @pytest.mark.parametrize("unit", UNITS, ids=lambda a: a.id)
 def test_solved(lab, unit):
-    page, repo = lab
-    path = f"solved/{unit.id}/{unit.notebook}.ipynb"
-    nb = nbformat.read(repo / path, as_version=4)
-    _open(page, path)
+    page, nb = _opened(lab, f"solved/{unit.id}/{unit.notebook}.ipynb")
     try:
         cells, seconds = _restart_run_all(page)
         print(f"\n{unit.id} solved: Restart & Run All {seconds:.1f} s")
@@ -293,19 +293,9 @@ def test_solved(lab, unit):
         page.evaluate(CLOSE)
 
 
-def _unsolved(a):
-    if a.id not in STOPS_BEFORE_FIGURE:
-        return a
-    reason = f"{a.id}: Restart & Run All of the unsolved notebook stops at its first unwritten exercise, before the figure"
-    return pytest.param(a, marks=pytest.mark.xfail(reason=reason, raises=pytest.fail.Exception, strict=True))
-
-
-@pytest.mark.parametrize("unit", [_unsolved(a) for a in UNITS], ids=lambda a: a.id)
+@pytest.mark.parametrize("unit", UNITS, ids=lambda a: a.id)
 def test_unsolved(lab, unit):
-    page, repo = lab
-    path = f"release/{unit.id}/{unit.notebook}.ipynb"
-    nb = nbformat.read(repo / path, as_version=4)
-    _open(page, path)
+    page, nb = _opened(lab, f"release/{unit.id}/{unit.notebook}.ipynb")
     try:
         kind, text = _validate(page)
         # nbgrader lists each failing cell as its source, then its error
