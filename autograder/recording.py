@@ -12,13 +12,17 @@ buffer that changed (an input written in place). It decides nothing: the grader 
 stdin channel: each ``input(reply)`` sends the answer to the last request (with that request's
 number) and receives the next one, a few milliseconds a round. The kernel's stdin socket drops a
 message to a client whose connection it has not seen yet: the grader then asks again (``ping``),
-and the same answer is sent again. A notebook can replace this module or ``input``: it then
+and the same answer is sent again. When the student's code calls something the grader handed it
+(a :class:`Callback`: the function of a finite-difference exercise, the parameters of an
+optimiser), the kernel asks the grader in turn, and answers the grader's own requests until the
+callback's value comes back. A notebook can replace this module or ``input``: it then
 answers for itself, and what it answers is still compared outside, against the cases the
 grader chose.
 """
 import builtins
 import json
 import operator
+import re
 import sys
 import types
 import warnings
@@ -26,27 +30,81 @@ import warnings
 import numpy as np
 
 from autograder import checks
-from autograder.wire import Codec
+from autograder.wire import Codec, builtin_class
 
 _objects = {}  # handle: object, kept alive for the notebook's life
 _handles = {}  # id(object): handle
+_callbacks = {}  # number: the Callback that stands for the grader's object
 _codec = None
+_seq = 0  # the number of the grader's last message: every message the kernel sends carries it
+_ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
 _HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+_IPYTHON_NAME = re.compile(r"_+|_i+|_i?\d+|_[ido]h|__\w*__")  # IPython's history and the module's dunders
 
 
-def _handle(obj):
+class _End(BaseException):
+    """The grader ended the test while the student's code waited on a callback."""
+
+
+class Callback:
+    """An object of the grader's that a test handed to the student's code. Calling it, iterating
+    over it or taking its length asks the grader, which runs it in its own process."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, number):
+        self.number = number
+
+    def _ask(self, builtin, *args, **kwargs):
+        global _seq, _ended
+        previous = sys.getprofile()  # the round trip is not the student's code: no hook counts it
+        sys.setprofile(None)
+        try:
+            request = _send({"callback": self.number, "builtin": builtin, "args": args, "kwargs": kwargs})
+            while request.get("op") == "call":  # the callback uses the student's objects in turn
+                _seq = request.get("seq")
+                request = _send(_answer(request))
+            _seq = request.get("seq")
+            if request.get("op") == "return":
+                return _codec.decode_message(request.get("message"))
+            if request.get("op") != "raise":
+                _ended = True
+                raise _End()
+            error = builtin_class(request.get("types") or [], Exception, Exception)(str(request.get("text", "")))
+        finally:
+            sys.setprofile(previous)
+        raise error
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", *args, **kwargs)
+
+    def __iter__(self):
+        return self._ask("iter")
+
+    def __next__(self):
+        return self._ask("next")
+
+    def __len__(self):
+        return self._ask("len")
+
+
+def _ref(obj):
+    if type(obj) is Callback:
+        return "callback", obj.number
     h = _handles.get(id(obj))
     if h is None or _objects.get(h) is not obj:
         h = len(_objects) + 1
         _objects[h] = obj
         _handles[id(obj)] = h
-    return h
+    return "handle", h
 
 
-def _object(h):
-    if h not in _objects:
-        raise KeyError(f"no object with handle {h}")
-    return _objects[h]
+def _resolve(kind, number):
+    if kind == "callback":
+        return _callbacks.setdefault(number, Callback(number))
+    if number not in _objects:
+        raise KeyError(f"no object with handle {number}")
+    return _objects[number]
 
 
 def _user_ns():
@@ -57,9 +115,16 @@ def _user_ns():
 
 
 def _names():
-    """The notebook's own names: every global that is not a module or IPython's."""
-    return {k: v for k, v in _user_ns().items() if not k.startswith("_") and k not in _HIDDEN_NAMES
-            and not isinstance(v, types.ModuleType)}
+    """The notebook's own names, and the modules it bound by name (``{"types": "types"}``)."""
+    names, modules = {}, {}
+    for k, v in _user_ns().items():
+        if k in _HIDDEN_NAMES or _IPYTHON_NAME.fullmatch(k):
+            continue
+        if isinstance(v, types.ModuleType):
+            modules[k] = v.__name__
+        else:
+            names[k] = v
+    return {"names": names, "modules": modules}
 
 
 def _define(source, name):
@@ -78,12 +143,25 @@ def _type_name(obj):
     return type(obj).__name__
 
 
+def _enter(obj):
+    return obj.__enter__()
+
+
+def _exit(obj, raised=None):
+    """``obj.__exit__`` for a ``with`` block that ended, or raised ``[its class's MRO names, message]``."""
+    if raised is None:
+        return obj.__exit__(None, None, None)
+    exc = builtin_class(raised[0], Exception, Exception)(str(raised[1]))
+    return obj.__exit__(type(exc), exc, None)
+
+
 # What the grader may ask for besides calling a student object: each is how Python itself would
 # evaluate the grader's expression on the object.
 BUILTINS = {
     "getattr": getattr, "setattr": setattr, "isinstance": isinstance, "len": len, "repr": repr, "str": str,
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
-    "names": _names, "define": _define, "RecordingContext": checks.RecordingContext,
+    "enter": _enter, "exit": _exit,
+    "names": _names, "define": _define, "RecordingContext": checks.RecordingContext, "build_graph": checks._build_graph,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",
@@ -109,7 +187,7 @@ def _call(request):
     args, kwargs = call["args"], call["kwargs"]
     found = []
     depth = [0, 0]  # current, deepest: how far the student's Python calls nest
-    inner = checks._delegation_hook(found) if request.get("numpy_only") else None
+    inner = checks._delegation_hook(found, _OWN_CODE) if request.get("numpy_only") else None
     hook = checks.depth_hook(depth, inner)
     previous = sys.getprofile()
     with warnings.catch_warnings(record=True) as caught:
@@ -122,39 +200,61 @@ def _call(request):
             finally:
                 sys.setprofile(previous)
             answer = {"value": result}
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _End):
             raise
         except BaseException as exc:  # SystemExit too: the student's code ended, the kernel did not
             answer = {"raised": {"types": [t.__name__ for t in type(exc).__mro__], "message": str(exc)[:4000],
-                                 "frames": _frames(exc.__traceback__)}}
+                                 "frames": _frames(exc.__traceback__), "exception": exc}}
     answer["warnings"] = [[[t.__name__ for t in w.category.__mro__], str(w.message)[:1000]] for w in caught[:5]]
     answer["delegated"] = found[:1]
     answer["depth"] = depth[1]
     return answer
 
 
-def serve():
-    """Answer the grader's requests until it says ``end``; each answer goes with the next ``input``."""
-    global _codec
-    if _codec is None:
-        _codec = Codec("k", _handle, _object)
-    reply, seq = {"ready": True}, 0
-    while True:
-        try:
-            message = _codec.encode_message(reply)
-            text = json.dumps({"seq": seq, "message": message}, allow_nan=False)
-        except Exception as exc:  # a value that cannot be sent: say so instead
-            message = _codec.encode_message({"error": f"the answer could not be sent: {exc}"})
-            text = json.dumps({"seq": seq, "message": message})
+# The recording's own functions that the student's code runs through (a ``with`` block, a callback):
+# not a delegation to the package.
+_OWN_CODE = frozenset(f.__code__ for f in (
+    _enter, _exit, _iterate, _type_name, Callback._ask, Callback.__call__, Callback.__iter__, Callback.__next__,
+    Callback.__len__))
+
+
+def _answer(request):
+    try:
+        return _call(request)
+    except (KeyboardInterrupt, _End):
+        raise
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _send(reply):
+    """Send ``reply`` (an answer, or a callback's request) with the next ``input``; the grader's next
+    message. A ``ping`` asks for the same text again."""
+    if _ended:
+        raise _End()
+    try:
+        text = json.dumps({"seq": _seq, "message": _codec.encode_message(reply)}, allow_nan=False)
+    except Exception as exc:  # a value that cannot be sent: say so instead
+        text = json.dumps({"seq": _seq, "message": _codec.encode_message(
+            {"error": f"the answer could not be sent: {exc}"})})
+    request = json.loads(builtins.input(text))
+    while request.get("op") == "ping":
         request = json.loads(builtins.input(text))
-        while request.get("op") == "ping":  # the grader did not get the answer: send it again
-            request = json.loads(builtins.input(text))
-        if request.get("op") == "end":
-            return
-        seq = request.get("seq")
-        try:
-            reply = _call(request)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
+    return request
+
+
+def serve():
+    """Answer the grader's requests until it says ``end``."""
+    global _codec, _seq, _ended
+    if _codec is None:
+        _codec = Codec("k", _ref, _resolve)
+    _seq, _ended = 0, False
+    try:
+        request = _send({"ready": True})
+        while request.get("op") == "call":
+            _seq = request.get("seq")
+            reply = _answer(request)
+            request = _send(reply)  # the buffers received are kept until here: a change to one is sent
+            _codec.release()
+    except _End:
+        pass

@@ -13,11 +13,14 @@ def pair():
     """Two codecs talking to each other as the grader and the kernel do (through JSON)."""
     objects = {}
 
-    def make_handle(obj):
+    def make_ref(obj):
         objects[id(obj)] = obj
-        return id(obj)
+        return "handle", id(obj)
 
-    return Codec("t", make_handle, objects.__getitem__), Codec("k", make_handle, objects.__getitem__)
+    def resolve_ref(kind, number):
+        return objects[number]
+
+    return Codec("t", make_ref, resolve_ref), Codec("k", make_ref, resolve_ref)
 
 
 def cross(sender, receiver, payload):
@@ -126,7 +129,7 @@ def relu(x):
 rec = sys.modules['autograder.recording']
 def serve():
     from autograder.wire import Codec
-    codec = Codec('k', lambda o: 1, lambda h: None)
+    codec = Codec('k', lambda o: ('handle', 1), lambda kind, h: None)
     reply, seq = {'ready': True}, 0
     while True:
         request = json.loads(builtins.input(json.dumps({'seq': seq, 'message': codec.encode_message(reply)})))
@@ -137,7 +140,7 @@ def serve():
         seq = request['seq']
         call = codec.decode_message(request['message'])
         if request.get('builtin') == 'names':
-            reply = {'value': {'relu': relu}}
+            reply = {'value': {'names': {'relu': relu}, 'modules': {}}}
         else:
             reply = {'value': call['args'][-1] if call['args'] else None, 'warnings': [], 'delegated': []}
 rec.serve = serve
