@@ -12,7 +12,9 @@ buffer that changed (an input written in place). It decides nothing: the grader 
 stdin channel: each ``input(reply)`` sends the answer to the last request (with that request's
 number) and receives the next one, a few milliseconds a round. The kernel's stdin socket drops a
 message to a client whose connection it has not seen yet: the grader then asks again (``ping``),
-and the same answer is sent again. When the student's code calls something the grader handed it
+and the same answer is sent again. After the first exchange the grader names a socket of its own
+(a ZeroMQ pair beside the kernel's sockets), and the rest goes over it: a round trip there costs
+a fraction of one through stdin, which ipykernel signs, flushes and polls. When the student's code calls something the grader handed it
 (a :class:`Callback`: the function of a finite-difference exercise, the parameters of an
 optimiser), the kernel asks the grader in turn, and answers the grader's own requests until the
 callback's value comes back. A notebook can replace this module or ``input``: it then
@@ -30,7 +32,7 @@ import warnings
 import numpy as np
 
 from autograder import checks
-from autograder.wire import Codec, builtin_class
+from autograder.wire import Codec, Owners, builtin_class
 
 _objects = {}  # handle: object, kept alive for the notebook's life
 _handles = {}  # id(object): handle
@@ -38,6 +40,7 @@ _callbacks = {}  # number: the Callback that stands for the grader's object
 _codec = None
 _seq = 0  # the number of the grader's last message: every message the kernel sends carries it
 _ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
+_socket = None  # the test cell's own channel to the grader, once it has named one
 _HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _IPYTHON_NAME = re.compile(r"_+|_i+|_i?\d+|_[ido]h|__\w*__")  # IPython's history and the module's dunders
 
@@ -135,6 +138,30 @@ def _define(source, name):
     return scope[name]
 
 
+_WRAPPERS = {"function": lambda f: f, "staticmethod": staticmethod, "classmethod": classmethod, "property": property}
+
+
+def _subclass(name, bases, methods, free, attributes):
+    """A class that a test's helper defines on a student's class (``class Block(nn.Module)``): its
+    methods are compiled here from the test's text of them (``methods``: attribute name to
+    ``[source, wrapper, function name]``), closing over the values they closed over in the
+    grader (``free``), so that ``super()`` and the student's base class work as in the kernel."""
+    params = [k for k in free if isinstance(k, str) and k.isidentifier() and k != "__class__"]
+    lines = [f"def __make__({', '.join(params)}):", "    __class__ = None"]
+    for source, _, _ in methods.values():
+        lines += ["    " + line for line in str(source).splitlines()]
+    lines += ["    def __set_class__(c):", "        nonlocal __class__", "        __class__ = c",
+              "    return {" + ", ".join(f"{k!r}: {fn}" for k, (_, _, fn) in methods.items()
+                                       if str(fn).isidentifier()) + "}, __set_class__"]
+    scope = dict(_user_ns())
+    exec(compile("\n".join(lines), "<a test cell's class>", "exec"), scope)
+    functions, set_class = scope["__make__"](**{k: free[k] for k in params})
+    body = dict(attributes, **{k: _WRAPPERS[kind](functions[k]) for k, (_, kind, _) in methods.items()})
+    cls = types.new_class(str(name), tuple(bases), exec_body=lambda ns: ns.update(body))
+    set_class(cls)
+    return cls
+
+
 def _iterate(obj):
     return list(obj)
 
@@ -161,7 +188,7 @@ BUILTINS = {
     "getattr": getattr, "setattr": setattr, "isinstance": isinstance, "len": len, "repr": repr, "str": str,
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
     "enter": _enter, "exit": _exit,
-    "names": _names, "define": _define, "RecordingContext": checks.RecordingContext, "build_graph": checks._build_graph,
+    "names": _names, "define": _define, "subclass": _subclass, "RecordingContext": checks.RecordingContext, "build_graph": checks._build_graph,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",
@@ -187,7 +214,8 @@ def _call(request):
     args, kwargs = call["args"], call["kwargs"]
     found = []
     depth = [0, 0]  # current, deepest: how far the student's Python calls nest
-    inner = checks._delegation_hook(found, _OWN_CODE) if request.get("numpy_only") else None
+    inner = (checks._delegation_hook(found, _OWN_CODE) if request.get("numpy_only")
+             and request.get("builtin") not in _MACHINERY else None)
     hook = checks.depth_hook(depth, inner)
     previous = sys.getprofile()
     with warnings.catch_warnings(record=True) as caught:
@@ -211,11 +239,18 @@ def _call(request):
     return answer
 
 
+# What the grader asks of the recording itself, which runs none of the student's code.
+_MACHINERY = frozenset({"names", "define", "subclass"})
 # The recording's own functions that the student's code runs through (a ``with`` block, a callback):
 # not a delegation to the package.
-_OWN_CODE = frozenset(f.__code__ for f in (
-    _enter, _exit, _iterate, _type_name, Callback._ask, Callback.__call__, Callback.__iter__, Callback.__next__,
-    Callback.__len__))
+def _codes(code):
+    """A code object and those of the functions and lambdas inside it."""
+    return [code] + [c for const in code.co_consts if isinstance(const, types.CodeType) for c in _codes(const)]
+
+
+_OWN_CODE = frozenset(c for f in (
+    _enter, _exit, _iterate, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
+    Callback.__next__, Callback.__len__, Owners.gone) for c in _codes(f.__code__))
 
 
 def _answer(request):
@@ -228,8 +263,8 @@ def _answer(request):
 
 
 def _send(reply):
-    """Send ``reply`` (an answer, or a callback's request) with the next ``input``; the grader's next
-    message. A ``ping`` asks for the same text again."""
+    """Send ``reply`` (an answer, or a callback's request); the grader's next message. Over stdin,
+    a ``ping`` asks for the same text again."""
     if _ended:
         raise _End()
     try:
@@ -237,6 +272,11 @@ def _send(reply):
     except Exception as exc:  # a value that cannot be sent: say so instead
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(
             {"error": f"the answer could not be sent: {exc}"})})
+    if _socket is not None:
+        _socket.send_string(text)
+        while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
+            pass
+        return json.loads(_socket.recv())
     request = json.loads(builtins.input(text))
     while request.get("op") == "ping":
         request = json.loads(builtins.input(text))
@@ -244,13 +284,21 @@ def _send(reply):
 
 
 def serve():
-    """Answer the grader's requests until it says ``end``."""
-    global _codec, _seq, _ended
+    """Answer the grader's requests until it says ``end``: the first exchange over stdin, then over
+    the socket that the grader names."""
+    global _codec, _seq, _ended, _socket
     if _codec is None:
         _codec = Codec("k", _ref, _resolve)
     _seq, _ended = 0, False
     try:
         request = _send({"ready": True})
+        if request.get("op") == "socket":
+            import zmq
+
+            _socket = zmq.Context.instance().socket(zmq.PAIR)
+            _socket.setsockopt(zmq.LINGER, 0)
+            _socket.connect(str(request.get("address")))
+            request = _send({"ready": True})
         while request.get("op") == "call":
             _seq = request.get("seq")
             reply = _answer(request)
@@ -258,3 +306,7 @@ def serve():
             _codec.release()
     except _End:
         pass
+    finally:
+        if _socket is not None:
+            _socket.close()
+            _socket = None

@@ -14,15 +14,19 @@ does. Nothing the student's code printed while it was called reaches the noteboo
 """
 import ast
 import contextlib
+import copy
 import importlib
 import io
 import json
+import os
 import queue
 import sys
 import time
+import types
 import warnings
 
 import numpy as np
+import zmq
 
 from autograder import checks
 from autograder.wire import Codec, WireError, builtin_class
@@ -30,6 +34,7 @@ from autograder.wire import Codec, WireError, builtin_class
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.recording', fromlist=['serve']).serve()"
 PING_SECONDS = 1.0
+_ZMQ = zmq.Context.instance()
 
 
 class KernelGone(BaseException):
@@ -73,9 +78,10 @@ def student_exception(types, message, frames, kernel=None):
 class Remote:
     """The grader's end of one kernel's stdin channel, for the test cells of one notebook."""
 
-    def __init__(self, client, deadline_seconds=60.0):
+    def __init__(self, client, deadline_seconds=60.0, connection=None):
         self.client = client
         self.deadline_seconds = deadline_seconds
+        self.connection = connection or {}  # the kernel's connection info: where its own sockets are
         self.codec = Codec("t", self._ref, self._resolve)
         self.proxies = {}  # handle: Proxy, one per handle, so that `is` works
         self.callbacks = {}  # number: an object of the tests handed to the student's code
@@ -83,6 +89,9 @@ class Remote:
         self.msg_id = None
         self.deadline = None
         self.seq = 0
+        self.socket = None  # this test cell's own channel to the kernel
+        self.trees = {}  # each test cell's file name: its syntax tree, for the methods made in the kernel
+        self.sockets = 0
         self.found = None  # the checks' list of calls into torch, while run_student runs
         self.numpy_only = False
         self.caught = None  # the checks' list of the student's warnings, while run_student runs
@@ -90,10 +99,42 @@ class Remote:
 
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
+        """Start the kernel's serving loop for one test cell, over stdin, and move it to a socket of
+        its own: the grader binds it (beside the kernel's own sockets), the kernel connects."""
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
         self.msg_id = self.client.execute(SERVE, silent=True, store_history=False, allow_stdin=True)
-        return self._answer(ping=True)
+        self._answer(ping=True)
+        self.socket = _ZMQ.socket(zmq.PAIR)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_ANSWER_CHARS)
+        self.sockets += 1
+        try:
+            if self.connection.get("transport") == "ipc":
+                address = f"ipc://{self.connection['ip']}-v{self.sockets}"
+                umask = os.umask(0o111)  # the kernel's user, not this one, connects: it needs write access
+                try:
+                    self.socket.bind(address)
+                finally:
+                    os.umask(umask)
+            else:
+                address = f"tcp://127.0.0.1:{self.socket.bind_to_random_port('tcp://127.0.0.1')}"
+        except zmq.ZMQError as exc:  # the kernel's folder holds something else at that name
+            raise KernelGone(f"the checks could not open their channel to the kernel ({exc})") from None
+        self.client.input(json.dumps({"op": "socket", "address": address}))
+        return self._answer()
+
+    def _receive(self, seconds):
+        """The kernel's next message, or None after ``seconds``."""
+        if self.socket is not None:
+            return self.socket.recv() if self.socket.poll(int(seconds * 1000) + 1) else None
+        try:
+            msg = self.client.get_stdin_msg(timeout=seconds)
+        except queue.Empty:
+            return None
+        if msg["parent_header"].get("msg_id") != self.msg_id or msg["msg_type"] != "input_request":
+            return ""
+        return msg["content"].get("prompt", "")
 
     def _answer(self, ping=False):
         """The kernel's answer to request ``self.seq``. With ``ping``, ask again each second until it
@@ -103,21 +144,17 @@ class Remote:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise TestTimeout("the test ran past its time limit")
-            try:
-                msg = self.client.get_stdin_msg(timeout=min(left, 0.05))
-            except queue.Empty:
+            text = self._receive(min(left, 0.05))
+            if text is None:
                 if self._ended():
                     raise KernelGone("the kernel stopped answering the checks")
                 if ping and time.monotonic() - asked > PING_SECONDS:
                     self.client.input(json.dumps({"op": "ping"}))
                     asked = time.monotonic()
                 continue
-            if msg["parent_header"].get("msg_id") != self.msg_id or msg["msg_type"] != "input_request":
-                continue
-            prompt = msg["content"].get("prompt", "")
-            if len(prompt) > MAX_ANSWER_CHARS:
+            if len(text) > MAX_ANSWER_CHARS:
                 raise WireError("the student's code returned more data than the checks accept")
-            answer = json.loads(prompt)
+            answer = json.loads(text) if text else None
             if not isinstance(answer, dict) or answer.get("seq") != self.seq:
                 continue  # an answer sent again after a ping, already read
             return self.codec.decode_message(answer.get("message"))
@@ -129,10 +166,17 @@ class Remote:
             return False
         return reply["parent_header"].get("msg_id") == self.msg_id
 
+    def _post(self, fields):
+        text = json.dumps(fields)
+        if self.socket is not None:
+            self.socket.send_string(text)
+        else:
+            self.client.input(text)
+
     def _send(self, fields, payload):
         message = self.codec.encode_message(payload)
         self.seq += 1
-        self.client.input(json.dumps(dict(fields, seq=self.seq, message=message)))
+        self._post(dict(fields, seq=self.seq, message=message))
         answer = self._answer()
         if not isinstance(answer, dict):
             raise WireError("an answer that is not a record")
@@ -165,8 +209,11 @@ class Remote:
         """Stop the serving loop and wait for the cell's reply (its stream output is discarded)."""
         if self.msg_id is None:
             return
-        self.client.input(json.dumps({"op": "end"}))
+        self._post({"op": "end"})
         self.codec.release()
+        if self.socket is not None:
+            self.socket.close()
+            self.socket = None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -220,6 +267,35 @@ class Remote:
                                     r.get("exception"))
         return answer.get("value")
 
+    def subclass(self, name, bases, namespace):
+        """A class that a test's helper defines on a student's class, made in the kernel: its
+        methods are compiled there from the test cell's text, with the values they close over here
+        (so their text enters the kernel: keep such helpers out of hidden parts)."""
+        methods, attributes, free = {}, {}, {}
+        for key, value in namespace.items():
+            if key in ("__module__", "__qualname__", "__classcell__"):
+                continue
+            kind, fn = _method(value)
+            if fn is None:
+                attributes[key] = value
+                continue
+            methods[key] = [self._function_source(fn), kind, fn.__name__]
+            for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                if var != "__class__":
+                    free[var] = cell.cell_contents
+        return self.call(None, name, list(bases), methods, free, attributes, builtin="subclass")
+
+    def _function_source(self, fn):
+        code = fn.__code__
+        tree = self.trees.get(code.co_filename)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.FunctionDef) and node.name == fn.__name__ and code.co_firstlineno in (
+                    node.lineno, *(d.lineno for d in node.decorator_list)):
+                bare = copy.copy(node)
+                bare.decorator_list = []  # the kernel wraps it again (staticmethod...)
+                return ast.unparse(bare)
+        raise WireError(f"the source of {fn.__qualname__} is not in a test cell")
+
     def names(self):
         """The notebook's names: its objects as proxies, and the standard modules it imported, imported here."""
         found = self.call(None, builtin="names")
@@ -257,9 +333,18 @@ class Proxy:
 
     __slots__ = ("_remote", "_handle", "__weakref__")
 
-    def __init__(self, remote, handle):
-        object.__setattr__(self, "_remote", remote)
-        object.__setattr__(self, "_handle", handle)
+    def __new__(cls, *args):
+        if len(args) == 3 and isinstance(args[0], str) and isinstance(args[1], tuple) and isinstance(args[2], dict):
+            # `class Block(nn.Module):` in a test, on a student's class: Python calls the base's type,
+            # Proxy, as the metaclass; the class is made in the kernel (Remote.subclass)
+            remote = next(object.__getattribute__(b, "_remote") for b in args[1] if isinstance(b, Proxy))
+            return remote.subclass(*args)
+        return object.__new__(cls)
+
+    def __init__(self, *args):
+        if len(args) == 2:  # (else the metaclass call above, whose proxy is already made)
+            object.__setattr__(self, "_remote", args[0])
+            object.__setattr__(self, "_handle", args[1])
 
     def _call_builtin(self, name, *args):
         return object.__getattribute__(self, "_remote").call(None, self, *args, builtin=name)
@@ -316,6 +401,17 @@ class Proxy:
     __itruediv__, __imatmul__ = _op("itruediv"), _op("imatmul")
     # NumPy must hand an operator with a proxy to the proxy (x * Tensor), not loop over it
     __array_ufunc__ = None
+
+
+def _method(value):
+    """``(wrapper, function)`` for a function defined in a class body, else ``(None, None)``."""
+    if isinstance(value, types.FunctionType) and value.__name__ != "<lambda>":
+        return "function", value
+    for kind, wrapper, attr in (("staticmethod", staticmethod, "__func__"), ("classmethod", classmethod, "__func__"),
+                                ("property", property, "fget")):
+        if isinstance(value, wrapper) and isinstance(getattr(value, attr), types.FunctionType):
+            return kind, getattr(value, attr)
+    return None, None
 
 
 def _derives_from_student(node, namespace):
@@ -378,7 +474,9 @@ def run_test_cell(remote, source, namespace, seconds=None):
     try:
         _bind_names(namespace, remote.names())
         before = dict(namespace)
-        code = compile(_define_subclasses(remote, source, namespace), "<test cell>", "exec")
+        filename = f"<test cell {len(remote.trees) + 1}>"
+        remote.trees[filename] = ast.parse(source)
+        code = compile(_define_subclasses(remote, source, namespace), filename, "exec")
         checks._REMOTE = remote
         with contextlib.redirect_stdout(out), warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -24,6 +24,7 @@ student's kernel wrote, so it checks every field it uses.
 """
 import base64
 import builtins
+import functools
 import types
 import weakref
 
@@ -80,12 +81,15 @@ class Owners:
         return None if entry is None else entry[0]()
 
     def add(self, key, owner, seen):
-        def gone(_, key=key, address=id(owner)):
-            self.by_id.pop(key, None)
-            if self.ids.get(address) == key:
-                del self.ids[address]
-        self.by_id[key] = [weakref.ref(owner, gone), seen]
+        self.by_id[key] = [weakref.ref(owner, functools.partial(self.gone, key, id(owner))), seen]
         self.ids[id(owner)] = key
+
+    def gone(self, key, address, _):
+        """Forget a buffer that nothing on this side holds any more (its weak reference's callback,
+        which the garbage collector may run in the middle of the student's code)."""
+        self.by_id.pop(key, None)
+        if self.ids.get(address) == key:
+            del self.ids[address]
 
     def id_for(self, owner):
         key = self.ids.get(id(owner))
@@ -118,6 +122,7 @@ class Codec:
         self.make_ref = make_ref
         self.resolve_ref = resolve_ref
         self.kept = []  # the buffers received since release()
+        self.views = weakref.WeakValueDictionary()  # the arrays decoded, by buffer and layout: `is` holds
 
     # --- encoding ---------------------------------------------------------------------------
     def encode_message(self, payload):
@@ -138,7 +143,8 @@ class Codec:
 
     def _array(self, a):
         owner = _owner(a)
-        if owner is None:
+        copied = owner is None
+        if copied:
             owner = np.ascontiguousarray(a)
             view = {"offset": 0, "shape": list(a.shape), "strides": list(owner.strides)}
         else:
@@ -147,6 +153,8 @@ class Codec:
             return None
         key = self.owners.id_for(owner)
         self._send_owner(key)  # every message carries the buffers it names: the other side may have let one go
+        if not copied:  # sent back unchanged, it decodes to this very array
+            self.views[(key, a.dtype.name, view["offset"], tuple(a.shape), tuple(a.strides), bool(a.flags.writeable))] = a
         return {"array": key, "dtype": a.dtype.name, "writeable": bool(a.flags.writeable), **view}
 
     def encode(self, x):
@@ -168,6 +176,8 @@ class Codec:
             return {"dict": [[self.encode(k), self.encode(v)] for k, v in x.items()]}
         if type(x) is slice:
             return {"slice": [self.encode(x.start), self.encode(x.stop), self.encode(x.step)]}
+        if type(x) is types.SimpleNamespace:  # a plain record of names, such as a test's `nn`
+            return {"namespace": [[k, self.encode(v)] for k, v in vars(x).items()]}
         if x is Ellipsis:
             return {"ellipsis": True}
         if isinstance(x, type) and issubclass(x, np.generic) and np.dtype(x).name in DTYPES:
@@ -241,6 +251,9 @@ class Codec:
             return {self.decode(k): self.decode(val) for k, val in v}
         if kind == "slice" and isinstance(v, list) and len(v) == 3:
             return slice(*(self.decode(i) for i in v))
+        if kind == "namespace" and isinstance(v, list) and all(
+                isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) for i in v):
+            return types.SimpleNamespace(**{k: self.decode(val) for k, val in v})
         if kind == "ellipsis":
             return Ellipsis
         if kind == "numpy_type" and v in DTYPES:
@@ -272,7 +285,12 @@ class Codec:
             low, high = 0, 0
         if low < 0 or high > owner.nbytes:
             raise WireError("an array view outside its buffer")
+        key = (x["array"], dtype.name, offset, tuple(shape), tuple(strides), bool(x.get("writeable", True)))
+        a = self.views.get(key)
+        if a is not None:  # alive, so its buffer is still the one this key names
+            return a  # the same array as before: the other side sent the same object again
         flat = owner.reshape(-1).view(np.uint8)
         a = np.ndarray(shape, dtype, buffer=flat, offset=offset if 0 not in shape else 0, strides=strides)
-        a.flags.writeable = bool(x.get("writeable", True))
+        a.flags.writeable = key[-1]
+        self.views[key] = a
         return a
