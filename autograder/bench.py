@@ -107,7 +107,7 @@ def _timed(cmd, cwd):
 def bench_unit(aid, students, workers, scratch):
     subs = synthetic_class(aid, students)
     roots = {}
-    for name in ("plain", "ours"):
+    for name in ("plain", "ours", "kernel"):
         root = Path(scratch) / name
         grading.prepare_course(root, aid)
         for student, nb in subs.items():
@@ -121,10 +121,14 @@ def bench_unit(aid, students, workers, scratch):
     ours_s, ours_mb, ours_cpu = _timed([sys.executable, "-m", "autograder", "grade", aid, "--course",
                                         str(roots["ours"]), "--workers", str(workers), "--quiet", "--force"],
                                        roots["ours"])
+    kernel_s, _, kernel_cpu = _timed([sys.executable, "-m", "autograder", "grade", aid, "--course", str(roots["kernel"]),
+                                      "--workers", str(workers), "--quiet", "--force", "--in-kernel"], roots["kernel"])
     db = {k: f"sqlite:///{v}/gradebook.db" for k, v in roots.items()}
-    equal = grading.read_grades(db["plain"], aid) == grading.read_grades(db["ours"], aid)
+    plain = grading.read_grades(db["plain"], aid)
+    equal = plain == grading.read_grades(db["ours"], aid) == grading.read_grades(db["kernel"], aid)
     return dict(unit=aid, notebooks=len(subs), plain_s=plain_s, ours_s=ours_s, plain_mb=plain_mb, ours_mb=ours_mb,
-                plain_cpu=plain_cpu, ours_cpu=ours_cpu, equal=equal, load=f"{load_at} / {load()}")
+                plain_cpu=plain_cpu, ours_cpu=ours_cpu, kernel_s=kernel_s, kernel_cpu=kernel_cpu,
+                trusted="yes" if BY_ID[aid].trusted_verdicts else "no", equal=equal, load=f"{load_at} / {load()}")
 
 
 def bench_cluster(aid, students, sizes, scratch):
@@ -165,16 +169,17 @@ def _cluster_row(r):
 
 def _row(r):
     n = r["notebooks"]
-    return (f"| {r['unit']} | {n} | {r['plain_s']:.1f} | {r['ours_s']:.1f} | "
-            f"{r['plain_s'] / r['ours_s']:.2f}x | {n / r['plain_s']:.2f} | "
-            f"{n / r['ours_s']:.2f} | {r['plain_cpu'] / n:.2f} | {r['ours_cpu'] / n:.2f} | "
+    return (f"| {r['unit']} | {r['trusted']} | {n} | {r['plain_s']:.1f} | {r['ours_s']:.1f} | "
+            f"{r['plain_s'] / r['ours_s']:.2f}x | {r['kernel_s']:.1f} | {n / r['plain_s']:.2f} | "
+            f"{n / r['ours_s']:.2f} | {r['plain_cpu'] / n:.2f} | {r['ours_cpu'] / n:.2f} | {r['kernel_cpu'] / n:.2f} | "
             f"{r['plain_cpu'] / r['ours_cpu']:.2f}x | {r['plain_mb']:.0f} | {r['ours_mb']:.0f} | "
             f"{'yes' if r['equal'] else 'NO'} | {r['load']} |")
 
 
-HEADER = ("| unit | notebooks | nbgrader s | autograder s | speed-up | nbgrader nb/s | autograder nb/s | "
-          "nbgrader CPU s/nb | autograder CPU s/nb | CPU speed-up | nbgrader peak MB | autograder peak MB | "
-          "scores equal | load before / after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| unit | trusted verdicts | notebooks | nbgrader s | autograder s | speed-up | autograder --in-kernel s | "
+          "nbgrader nb/s | autograder nb/s | nbgrader CPU s/nb | autograder CPU s/nb | --in-kernel CPU s/nb | "
+          "CPU speed-up | nbgrader peak MB | autograder peak MB | scores equal (all three) | load before / after |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _section(title):
@@ -211,6 +216,8 @@ def run(ids=(), students=40, workers=None, cluster_sizes=(1, 2, 4)):
                  ours_s=sum(r["ours_s"] for r in rows), plain_cpu=sum(r["plain_cpu"] for r in rows),
                  ours_cpu=sum(r["ours_cpu"] for r in rows), plain_mb=max(r["plain_mb"] for r in rows),
                  ours_mb=max(r["ours_mb"] for r in rows), equal=all(r["equal"] for r in rows),
+                 kernel_s=sum(r["kernel_s"] for r in rows), kernel_cpu=sum(r["kernel_cpu"] for r in rows),
+                 trusted=f"{sum(r['trusted'] == 'yes' for r in rows)} of {len(rows)}",
                  load=f"{rows[0]['load'].split(' / ')[0]} / {rows[-1]['load'].split(' / ')[1]}")
     section = _section(f"{psutil.cpu_count()} cores, {workers} workers") + "\n".join(
         [HEADER] + [_row(r) for r in rows + [total]]) + "\n"
