@@ -1,8 +1,8 @@
 """The grader's executor reads every execute_reply at once, even while an ipywidgets Output
-widget makes nbclient send comm messages on the shell channel (issue 8's stall, autograder/execute.py).
+widget makes nbclient send comm messages on the shell channel (issue 8's stall, autograder/outside/execute.py).
 
 With nbclient's own Output mimic, the cell below waited for its whole time limit in 20 of 300
-runs on this machine (benchmarks/RESULTS.md); with :class:`autograder.execute.OutputWidget`, in
+runs on this machine (benchmarks/RESULTS.md); with :class:`autograder.outside.execute.OutputWidget`, in
 none. Removing the fix makes this test fail with a probability above 99% ((1 - 20/300) ** 100 < 0.001).
 """
 import time
@@ -10,7 +10,7 @@ import time
 import nbformat
 from nbclient import NotebookClient
 
-from autograder.execute import BoundedExecute, OutputWidget
+from autograder.outside.execute import BoundedExecute, OutputWidget
 
 CELL_TIMEOUT = 3  # seconds: the stalled cell waits exactly this long; a normal one takes about 0.2 s here
 RUNS = 100

@@ -1,12 +1,12 @@
-"""Trusted verdicts: the wire format, and test cells run outside a real kernel (autograder.verdicts)."""
+"""Trusted verdicts: the wire format, and test cells run outside a real kernel (autograder.outside.verdicts)."""
 import json
 
 import jupyter_client
 import numpy as np
 import pytest
 
-from autograder import verdicts
-from autograder.wire import Codec, WireError
+from autograder.outside import verdicts
+from autograder.inside.wire import Codec, WireError
 
 
 def pair():
@@ -91,7 +91,7 @@ def run(kernel, student_code, test_code):
 
 
 TEST = """
-from autograder import checks
+from autograder.inside import checks
 checks.against_torch("relu", relu, "relu", [checks.case("strided", checks.strided(checks.randn(1, 4, 6)))])
 x = np.array([-1.0, 2.0])
 checks.run_student("relu", relu, x)
@@ -123,9 +123,9 @@ import builtins, json, sys
 import numpy as np
 def relu(x):
     return x
-rec = sys.modules['autograder.recording']
+rec = sys.modules['autograder.inside.recording']
 def serve():
-    from autograder.wire import Codec
+    from autograder.inside.wire import Codec
     codec = Codec('k', lambda o: 1, lambda h: None)
     reply, seq = {'ready': True}, 0
     while True:
@@ -142,14 +142,14 @@ def serve():
             reply = {'value': call['args'][-1] if call['args'] else None, 'warnings': [], 'delegated': []}
 rec.serve = serve
 """
-    run(kernel, "import autograder.recording", "")
+    run(kernel, "import autograder.inside.recording", "")
     (out,) = run(kernel, forge, TEST)
     assert out["output_type"] == "error" and "[relu] case 'strided'" in out["evalue"], out
 
 
 def test_hidden_draws_are_the_students_own(kernel):
     """The worker draws a student's hidden cases with that student's seed (as the kernel would)."""
-    from autograder import checks
+    from autograder.inside import checks
 
     printed = []
     for seed in (11, 12):

@@ -4,7 +4,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 COURSE = ROOT / "course"
 SOURCE = ROOT / "source"
 RELEASE = ROOT / "release"

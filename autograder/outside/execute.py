@@ -68,7 +68,7 @@ class BoundedExecute(Execute):
 
     trusted_tests = Bool(
         False, help="Run each test cell's code in the grader's process, against proxies of the student's "
-                    "names (autograder.verdicts), instead of sending it to the student's kernel.").tag(config=True)
+                    "names (autograder.outside.verdicts), instead of sending it to the student's kernel.").tag(config=True)
 
     def on_comm_open_jupyter_widget(self, msg):
         # set here, not in __init__: nbconvert's preprocess() runs NotebookClient.__init__ again,
@@ -87,7 +87,8 @@ class BoundedExecute(Execute):
         if not (self.trusted_tests and cell.cell_type == "code" and nbutils.is_grade(cell)
                 and not nbutils.is_solution(cell)):
             return super().preprocess_cell(cell, resources, index)
-        from . import checks, verdicts  # the checks and torch: loaded by the worker at its first trusted test
+        from autograder.inside import checks  # the checks and torch: loaded by the worker at its first trusted test
+        from . import verdicts
 
         if self._remote is None:
             client = BlockingKernelClient()

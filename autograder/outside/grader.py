@@ -1,6 +1,6 @@
 """``autograder grade``: every submission of one assignment, in parallel, sandboxed, resumable.
 
-The work of grading one notebook is nbgrader's own ``autograde`` (see :mod:`autograder.worker`).
+The work of grading one notebook is nbgrader's own ``autograde`` (see :mod:`autograder.outside.worker`).
 This module decides what needs grading and runs it on a pool of worker processes:
 
 * **Parallel.** ``workers`` processes (default: one per core), each importing nbgrader once.
@@ -30,10 +30,10 @@ from pathlib import Path
 from . import sandbox, state
 from .course import BY_ID, nbgrader_env
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent
 # Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
-GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "zygote.py", "execute.py", "worker.py", "verdicts.py",
-                "recording.py", "wire.py")
+GRADER_FILES = ("inside/checks.py", "outside/oracles.py", "outside/sandbox.py", "inside/zygote.py", "outside/execute.py",
+                "outside/worker.py", "outside/verdicts.py", "inside/recording.py", "inside/wire.py")
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Options:
     force: bool = False
     progress: bool = True
     cluster: str = None  # a Dask scheduler address, or local:N; None grades on this machine's pool
-    trusted: bool = False  # test cells run in the grader's process (autograder.verdicts), not in the kernel
+    trusted: bool = False  # test cells run in the grader's process (autograder.outside.verdicts), not in the kernel
 
 
 def fingerprint(submission_dir, source_notebook, mode=""):
@@ -99,7 +99,7 @@ class _Worker:
 
     def __init__(self, log):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "autograder.outside.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=log, env=nbgrader_env(), start_new_session=True, text=True, bufsize=1)
         self.job = None
         self.started = 0.0

@@ -2,8 +2,8 @@
 
 The grader executes a submission's own cells in its kernel as usual. At a test cell it does
 not send the cell's code: it runs the code here, against :class:`Proxy` objects that stand for
-the student's names, with the real :mod:`autograder.checks` and torch. Each use of a proxy
-(a call, an attribute, an operator) is one request to :func:`autograder.recording.serve` in the
+the student's names, with the real :mod:`autograder.inside.checks` and torch. Each use of a proxy
+(a call, an attribute, an operator) is one request to :func:`autograder.inside.recording.serve` in the
 kernel, which runs the student's code and records what happened. The cases, the expected
 values, the comparison and the message are all made here, where no student code runs, so a
 notebook can change only what its own code returns.
@@ -23,11 +23,11 @@ import warnings
 
 import numpy as np
 
-from autograder import checks
-from autograder.wire import Codec, WireError
+from autograder.inside import checks
+from autograder.inside.wire import Codec, WireError
 
 MAX_ANSWER_CHARS = 64 << 20
-SERVE = "__import__('autograder.recording', fromlist=['serve']).serve()"
+SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve()"
 PING_SECONDS = 1.0
 
 
