@@ -876,66 +876,79 @@ class Node(Function):
         return np.zeros(())
 
 
-def check_order(root, what):
-    """Run topological_order(root) and check: only tensors, each once, all reachable nodes, inputs first.
-    The walk may not recurse: the checks count how deeply its Python calls nest, whatever the
-    recursion limit says."""
-    order = list(checks.run_shallow("topological_order", topological_order, root, what=what))
+def check_order(graph, what):
+    """Run topological_order on the graph's root (its last node) and check: only the graph's nodes,
+    each once, all reachable nodes, inputs first. ``graph`` is ``(nodes, inputs)`` from make_graph:
+    the test knows each node's inputs itself. The walk may not recurse: the checks count how deeply
+    its Python calls nest, whatever the recursion limit says."""
+    nodes, inputs = graph
+    index = {id(node): i for i, node in enumerate(nodes)}
+    order = list(checks.run_shallow("topological_order", topological_order, nodes[-1], what=what))
     position = {}
     for i, node in enumerate(order):
-        assert isinstance(node, Tensor), (
-            f"[topological_order] {what}: item {i} is a {type(node).__name__}, not a Tensor.")
-        assert id(node) not in position, (
-            f"[topological_order] {what}: the node at position {i} already appeared at position {position[id(node)]}. "
-            "Each node must appear once, even when several nodes use it: remember the ids you have visited.")
-        position[id(node)] = i
-    reachable, stack = {id(root)}, [root]
+        assert id(node) in index, (
+            f"[topological_order] {what}: item {i} is not a node of this graph (a {type(node).__name__}); the order "
+            "holds the Tensors themselves.")
+        assert index[id(node)] not in position, (
+            f"[topological_order] {what}: the node at position {i} already appeared at position "
+            f"{position[index[id(node)]]}. Each node must appear once, even when several nodes use it: remember the "
+            "ids you have visited.")
+        position[index[id(node)]] = i
+    reachable, stack = {len(nodes) - 1}, [len(nodes) - 1]
     while stack:
-        for parent in stack.pop().inputs:
-            if id(parent) not in reachable:
-                reachable.add(id(parent))
+        for parent in inputs[stack.pop()]:
+            if parent not in reachable:
+                reachable.add(parent)
                 stack.append(parent)
     missing, extra = len(reachable - position.keys()), len(position.keys() - reachable)
     assert not missing, (f"[topological_order] {what}: {missing} of the {len(reachable)} nodes reachable from the "
                          "root are missing (leaves and constants belong in the order too).")
     assert not extra, f"[topological_order] {what}: {extra} node(s) in the order are not reachable from the root."
-    for node in order:
-        for parent in node.inputs:
-            assert position[id(parent)] < position[id(node)], (
-                f"[topological_order] {what}: the node at position {position[id(node)]} comes before its input at "
-                f"position {position[id(parent)]}. A node must come after all of its inputs.")
+    for node, i in position.items():
+        for parent in inputs[node]:
+            assert position[parent] < i, (
+                f"[topological_order] {what}: the node at position {i} comes before its input at "
+                f"position {position[parent]}. A node must come after all of its inputs.")
     return order
+
+
+def make_graph(leaves, steps, requires):
+    """The leaves (``requires[i]``: leaf i requires grad), then one Node per step on the nodes whose
+    indices the step lists. Returns ``(nodes, inputs)``, where ``inputs[i]`` lists the indices of
+    node i's inputs: none for a leaf, and none for a node that no gradient reaches (Function.apply
+    records a step only when some input requires grad)."""
+    inputs, requires = [[] for _ in leaves], list(requires)
+    for step in steps:
+        requires.append(any(requires[i] for i in step))
+        inputs.append(list(step) if requires[-1] else [])
+    return checks.build_graph(Node.apply, leaves, steps), inputs
 
 
 def random_dag(seed, n_nodes):
     """Leaves (some constants), then nodes with 1 to 3 inputs, often repeated, mostly from recent nodes."""
     gen = np.random.default_rng(seed)
-    nodes = [Tensor(np.zeros(()), requires_grad=bool(i % 3)) for i in range(4)]
-    for _ in range(n_nodes):
-        recent = max(0, len(nodes) - 6)
-        picks = [int(gen.integers(recent if gen.random() < 0.7 else 0, len(nodes)))
-                 for _ in range(int(gen.integers(1, 4)))]
-        nodes.append(Node.apply(*[nodes[i] for i in picks]))
-    return nodes[-1]
+    requires = [bool(i % 3) for i in range(4)]
+    leaves = [Tensor(np.zeros(()), requires_grad=r) for r in requires]
+    steps = []
+    for n in range(len(leaves), len(leaves) + n_nodes):
+        recent = max(0, n - 6)
+        steps.append([int(gen.integers(recent if gen.random() < 0.7 else 0, n)) for _ in range(int(gen.integers(1, 4)))])
+    return make_graph(leaves, steps, requires)
 
 
 def chain(n, width=1):
     """n operations in a row; with width 2 each step also reads the step before last (a ladder of diamonds)."""
-    nodes = [Tensor(np.zeros(()), requires_grad=True)]
-    for _ in range(n):
-        nodes.append(Node.apply(*nodes[-width:]))
-    return nodes[-1]
+    return make_graph([Tensor(np.zeros(()), requires_grad=True)],
+                      [list(range(max(0, k - width + 1), k + 1)) for k in range(n)], [True])
 
 
 x, y = Tensor(2.0, requires_grad=True), Tensor(3.0, requires_grad=True)
-q = Node.apply(x, y)  # the worked example: q = x * y
-r = Node.apply(q, x)  # r = q + x
-L = Node.apply(r, q)  # L = r * q
-assert len(check_order(L, "the worked example")) == 5
-check_order(Node.apply(x, x), "x * x")
-assert check_order(x, "a single leaf") == [x], "[topological_order] the order of a lone leaf is [leaf]."
 c = Tensor(np.ones(()))  # a constant input is a node too
-check_order(Node.apply(Node.apply(x, c), c, x), "a graph with a constant")
+# the worked example: q = x * y (node 2), r = q + x (node 3), L = r * q (node 4)
+assert len(check_order(make_graph([x, y], [[0, 1], [2, 0], [3, 2]], [True, True]), "the worked example")) == 5
+check_order(make_graph([x], [[0, 0]], [True]), "x * x")
+assert check_order(make_graph([x], [], [True]), "a single leaf") == [x], "[topological_order] the order of a lone leaf is [leaf]."
+check_order(make_graph([x, c], [[0, 1], [2, 1, 0]], [True, False]), "a graph with a constant")
 def check_random_graphs(seeds):
     for seed in seeds:
         check_order(random_dag(seed, 40), f"random graph (seed {seed})")
@@ -946,7 +959,7 @@ check_random_graphs(range(5))
 assert len(check_order(chain(10_000), "a chain of 10,000 operations")) == 10_001
 ### BEGIN HIDDEN TESTS
 check_random_graphs(range(100, 120))
-check_order(Node.apply(x, x, x), "a node using the same input three times")
+check_order(make_graph([x], [[0, 0, 0]], [True]), "a node using the same input three times")
 assert len(check_order(chain(6_000, width=2), "a ladder of 6,000 diamonds")) == 6_001
 assert len(check_order(chain(12_000), "a chain of 12,000 operations")) == 12_001
 ### END HIDDEN TESTS
@@ -1076,17 +1089,12 @@ def mlp(x, W1, W2):
     return (out * out + out).sum() + (h * h).sum(axis=1).sum()
 
 
-def long_chain(x0, n):
-    x = Tensor(x0, requires_grad=True)
-    y = x
-    for _ in range(n):
-        y = y + x  # after k steps y = (k + 1) x, and x fans out to every step
-    y.sum().backward()
-    return x
-
-
 def check_long_chain(seed, n):
-    x_chain = checks.run_student("backward", long_chain, checks.randn(seed, 3), n)
+    x_chain = Tensor(checks.randn(seed, 3), requires_grad=True)
+    # y = x + x, then y = y + x again and again: after k steps y = (k + 1) x, and x fans out to every step
+    y = checks.run_student("backward", checks.build_graph, "add", [x_chain], [[k, 0] for k in range(n)],
+                           numpy_only=False)[-1]
+    checks.run_student("backward", lambda: y.sum().backward())
     # exact: the gradient is n + 1 added up one 1 at a time, an integer far below 2**53
     checks.assert_close(x_chain.grad, np.full(3, n + 1.0), task="backward", case=f"a chain of {n:,} Adds, y = x + ... + x",
                         name="grad of x", kind="grad", rtol=0, atol=0)

@@ -60,11 +60,12 @@ def test_parallel_scores_equal_plain_nbgrader_cell_by_cell(sqlite_run, plain_sco
     assert grading.read_grades(db_url, AID) == plain_scores
 
 
-def test_trusted_verdicts_equal_plain_nbgrader_cell_by_cell(mixed_class, plain_scores, tmp_path):
-    """The test cells run in the worker against the kernel (autograder.outside.verdicts): same scores."""
+def test_in_kernel_verdicts_equal_plain_nbgrader_cell_by_cell(mixed_class, plain_scores, tmp_path):
+    """With --in-kernel the test cells run in the student's kernel, as plain nbgrader runs them
+    (the default, above, runs them in the worker: autograder.outside.verdicts): the same scores."""
     db_url = state.sqlite_url(tmp_path)
     _course(tmp_path, mixed_class, db_url)
-    records = grader.grade(tmp_path, AID, _options(db_url, trusted=True))
+    records = grader.grade(tmp_path, AID, _options(db_url, in_kernel=True))
     assert all(r.status == "graded" for r in records.values()), {s: r.reason for s, r in records.items()}
     assert grading.read_grades(db_url, AID) == plain_scores
 

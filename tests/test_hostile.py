@@ -757,7 +757,7 @@ def trusted_batch():
         grading.submit(course, AID, "reads-hidden", _reads_hidden())
         # a test cell that runs in the worker makes a request per call into the kernel: the default
         # cell limit, not the short one of the runaway-code batch
-        options = dict(OPTIONS, cell_timeout=grader.Options.cell_timeout, trusted=True)
+        options = dict(OPTIONS, cell_timeout=grader.Options.cell_timeout)
         yield Batch(course, grader.grade(course, AID, grader.Options(**options)))
 
 

@@ -13,11 +13,14 @@ def pair():
     """Two codecs talking to each other as the grader and the kernel do (through JSON)."""
     objects = {}
 
-    def make_handle(obj):
+    def make_ref(obj):
         objects[id(obj)] = obj
-        return id(obj)
+        return "handle", id(obj)
 
-    return Codec("t", make_handle, objects.__getitem__), Codec("k", make_handle, objects.__getitem__)
+    def resolve_ref(kind, number):
+        return objects[number]
+
+    return Codec("t", make_ref, resolve_ref), Codec("k", make_ref, resolve_ref)
 
 
 def cross(sender, receiver, payload):
@@ -87,7 +90,7 @@ def run(kernel, student_code, test_code):
     km, kc = kernel
     reply = kc.execute_interactive(student_code, timeout=60, output_hook=lambda msg: None)
     assert reply["content"]["status"] == "ok"
-    return verdicts.run_test_cell(verdicts.Remote(kc, 60), test_code, {})
+    return verdicts.run_test_cell(verdicts.Remote(kc, 60, kc.get_connection_info()), test_code, {})
 
 
 TEST = """
@@ -125,25 +128,37 @@ def relu(x):
     return x
 rec = sys.modules['autograder.inside.recording']
 def serve():
+    import zmq
     from autograder.inside.wire import Codec
-    codec = Codec('k', lambda o: 1, lambda h: None)
-    reply, seq = {'ready': True}, 0
+    codec = Codec('k', lambda o: ('handle', 1), lambda kind, h: None)
+    reply, seq, sock = {'ready': True}, 0, None
     while True:
-        request = json.loads(builtins.input(json.dumps({'seq': seq, 'message': codec.encode_message(reply)})))
+        text = json.dumps({'seq': seq, 'message': codec.encode_message(reply)})
+        if sock is None:
+            request = json.loads(builtins.input(text))
+        else:
+            sock.send_string(text)
+            request = json.loads(sock.recv())
         if request.get('op') == 'ping':
             continue
+        if request.get('op') == 'socket':
+            sock = zmq.Context.instance().socket(zmq.PAIR)
+            sock.connect(request['address'])
+            continue
         if request.get('op') == 'end':
+            sock.close(linger=0)
             return
         seq = request['seq']
         call = codec.decode_message(request['message'])
         if request.get('builtin') == 'names':
-            reply = {'value': {'relu': relu}}
+            reply = {'value': {'names': {'relu': relu}, 'modules': {}}}
         else:
             reply = {'value': call['args'][-1] if call['args'] else None, 'warnings': [], 'delegated': []}
 rec.serve = serve
 """
     run(kernel, "import autograder.inside.recording", "")
     (out,) = run(kernel, forge, TEST)
+    kernel[1].execute_interactive("import importlib; importlib.reload(rec)", timeout=60, output_hook=lambda m: None)
     assert out["output_type"] == "error" and "[relu] case 'strided'" in out["evalue"], out
 
 
@@ -157,3 +172,66 @@ def test_hidden_draws_are_the_students_own(kernel):
             (out,) = run(kernel, "x = 1", "print(checks.student_seed('probe'))")
         printed.append(int(out["text"]))
     assert printed == [checks.mix_seed(11, "probe"), checks.mix_seed(12, "probe")]
+
+
+# --- what the course's test cells do with the student's objects --------------------------------------
+def run_cells(kernel, student_code, *test_cells):
+    """The student's code in the kernel, then each test cell outside it, on one Remote and one namespace
+    (as the grader runs a notebook); the outputs of each test cell."""
+    km, kc = kernel
+    assert kc.execute_interactive(student_code, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
+    remote, namespace = verdicts.Remote(kc, 60, kc.get_connection_info()), {}
+    return [verdicts.run_test_cell(remote, cell, namespace) for cell in test_cells]
+
+
+def test_a_function_of_the_test_runs_in_the_grader_when_the_students_code_calls_it(kernel):
+    """A finite-difference exercise gets the test's f; an optimiser gets a generator of parameters."""
+    student = ("import numpy as np\n"
+               "def derivative(f, x, h=1e-6):\n    return (f(x + h) - f(x - h)) / (2 * h)\n"
+               "def total(items):\n    return sum(item * 2 for item in items)\n")
+    test = ("calls = []\n"
+            "def f(x):\n    calls.append(x)\n    return x ** 3\n"
+            "assert abs(derivative(f, 2.0) - 12.0) < 1e-4 and len(calls) == 2\n"
+            "assert total(i for i in range(4)) == 12\n")
+    assert run_cells(kernel, student, test) == [[]]
+
+
+def test_with_blocks_exceptions_and_array_identity_reach_the_students_objects(kernel):
+    student = ("import numpy as np\n"
+               "class Boom(ValueError):\n    def __init__(self, index):\n        super().__init__(f'at {index}')\n"
+               "        self.index = index\n"
+               "def check(i):\n    raise Boom(i)\n"
+               "class Guard:\n    def __enter__(self):\n        self.inside = True\n        return self\n"
+               "    def __exit__(self, kind, exc, tb):\n        self.inside, self.saw = False, kind is not None\n"
+               "class Box:\n    def __init__(self, a):\n        self.a = a\n")
+    test = ("try:\n    check(3)\nexcept ValueError as e:\n    assert isinstance(e, Boom) and e.index == 3, e\n"
+            "else:\n    raise AssertionError('no exception')\n"
+            "g = Guard()\nwith g as inside:\n    assert inside.inside\nassert not g.inside and not g.saw\n"
+            "a = np.arange(3.0)\nbox = Box(a)\nassert box.a is a and box.a is box.a\n")
+    assert run_cells(kernel, student, test) == [[]]
+
+
+def test_a_helper_may_define_classes_on_the_students_class_and_call_super(kernel):
+    """A test's helper builds a model on the student's base class, closing over its arguments."""
+    student = "class Module:\n    def __init__(self):\n        self.children = []\n"
+    test = ("import types\n"
+            "def build(nn, width):\n"
+            "    class Layer(nn.Module):\n"
+            "        def __init__(self):\n            super().__init__()\n            self.width = width\n"
+            "        @staticmethod\n        def kind():\n            return 'layer'\n"
+            "    return Layer()\n"
+            "layer = build(types.SimpleNamespace(Module=Module), 5)\n"
+            "assert layer.width == 5 and layer.children == [] and layer.kind() == 'layer'\n")
+    assert run_cells(kernel, student, test) == [[]]
+
+
+def test_a_student_cell_cannot_replace_a_helper_of_the_tests(kernel):
+    """A helper that a test cell defined stays the test's, whatever the notebook later binds to its name;
+    a student's object that a test bound follows the notebook when a cell rebinds it."""
+    km, kc = kernel
+    remote, namespace = verdicts.Remote(kc, 60, kc.get_connection_info()), {}
+    kc.execute_interactive("value = 1\ndef double(x):\n    return 2 * x", timeout=60, output_hook=lambda m: None)
+    assert verdicts.run_test_cell(remote, "def judge(x):\n    assert double(x) == 2 * x, 'wrong'\njudge(3)", namespace) == []
+    kc.execute_interactive("def judge(x):\n    pass\ndef double(x):\n    return x", timeout=60, output_hook=lambda m: None)
+    (out,) = verdicts.run_test_cell(remote, "judge(3)", namespace)
+    assert out["output_type"] == "error" and "wrong" in out["evalue"], out

@@ -45,6 +45,7 @@ Tolerances (``DEFAULT_TOL``), and why:
 """
 import builtins
 import hashlib
+import operator as _operator
 import os
 import sys
 import traceback
@@ -270,13 +271,15 @@ def _forbidden_name(name):
     return bool(name) and name.split(".")[0] in FORBIDDEN_MODULES
 
 
-def _delegation_hook(found):
+def _delegation_hook(found, allowed=frozenset()):
+    """A profile hook that notes, in ``found``, the first call into a forbidden module (other
+    than ``allowed`` code objects and the checks' own recording context)."""
     def hook(frame, event, arg):
         if found:
             return
         if event == "call":
             name = frame.f_globals.get("__name__", "")
-            if _forbidden_name(name) and frame.f_code not in _ALLOWED_CODE:
+            if _forbidden_name(name) and frame.f_code not in _ALLOWED_CODE and frame.f_code not in allowed:
                 found.append(f"{name}.{frame.f_code.co_name}")
             elif frame.f_code.co_name in _COUNTING and name.startswith("numpy"):
                 _note_bool_count(frame)
@@ -1068,6 +1071,24 @@ def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
         result = run_student(task, probe, *args, numpy_only=False, **kwargs)
     _fail_if_deep(task, depth[1], max_depth, what)
     return result
+
+
+def build_graph(fn, leaves, inputs):
+    """The nodes of a test graph: ``leaves``, then one node per entry of ``inputs``, made by
+    ``fn(*[nodes[i] for i in entry])`` (``fn`` a callable, or the name of an operator such as
+    ``"add"``). The test knows the graph's shape from ``inputs`` itself, without asking any node.
+    In trusted grading the whole build is one request to the student's kernel."""
+    if _REMOTE is not None:
+        return _REMOTE.call(None, fn, list(leaves), [list(map(int, entry)) for entry in inputs], builtin="build_graph")
+    return _build_graph(fn, leaves, inputs)
+
+
+def _build_graph(fn, leaves, inputs):
+    apply = getattr(_operator, fn) if isinstance(fn, str) and fn in ("add", "sub", "mul", "matmul") else fn
+    nodes = list(leaves)
+    for entry in inputs:
+        nodes.append(apply(*[nodes[i] for i in entry]))
+    return nodes
 
 
 def depth_hook(depth, inner=None):

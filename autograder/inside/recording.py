@@ -12,13 +12,19 @@ buffer that changed (an input written in place). It decides nothing: the grader 
 stdin channel: each ``input(reply)`` sends the answer to the last request (with that request's
 number) and receives the next one, a few milliseconds a round. The kernel's stdin socket drops a
 message to a client whose connection it has not seen yet: the grader then asks again (``ping``),
-and the same answer is sent again. A notebook can replace this module or ``input``: it then
+and the same answer is sent again. After the first exchange the grader names a socket of its own
+(a ZeroMQ pair beside the kernel's sockets), and the rest goes over it: a round trip there costs
+a fraction of one through stdin, which ipykernel signs, flushes and polls. When the student's code calls something the grader handed it
+(a :class:`Callback`: the function of a finite-difference exercise, the parameters of an
+optimiser), the kernel asks the grader in turn, and answers the grader's own requests until the
+callback's value comes back. A notebook can replace this module or ``input``: it then
 answers for itself, and what it answers is still compared outside, against the cases the
 grader chose.
 """
 import builtins
 import json
 import operator
+import re
 import sys
 import types
 import warnings
@@ -26,27 +32,82 @@ import warnings
 import numpy as np
 
 from autograder.inside import checks
-from autograder.inside.wire import Codec
+from autograder.inside.wire import Codec, Owners, builtin_class
 
 _objects = {}  # handle: object, kept alive for the notebook's life
 _handles = {}  # id(object): handle
+_callbacks = {}  # number: the Callback that stands for the grader's object
 _codec = None
+_seq = 0  # the number of the grader's last message: every message the kernel sends carries it
+_ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
+_socket = None  # the test cell's own channel to the grader, once it has named one
 _HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+_IPYTHON_NAME = re.compile(r"_+|_i+|_i?\d+|_[ido]h|__\w*__")  # IPython's history and the module's dunders
 
 
-def _handle(obj):
+class _End(BaseException):
+    """The grader ended the test while the student's code waited on a callback."""
+
+
+class Callback:
+    """An object of the grader's that a test handed to the student's code. Calling it, iterating
+    over it or taking its length asks the grader, which runs it in its own process."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, number):
+        self.number = number
+
+    def _ask(self, builtin, *args, **kwargs):
+        global _seq, _ended
+        previous = sys.getprofile()  # the round trip is not the student's code: no hook counts it
+        sys.setprofile(None)
+        try:
+            request = _send({"callback": self.number, "builtin": builtin, "args": args, "kwargs": kwargs})
+            while request.get("op") == "call":  # the callback uses the student's objects in turn
+                _seq = request.get("seq")
+                request = _send(_answer(request))
+            _seq = request.get("seq")
+            if request.get("op") == "return":
+                return _codec.decode_message(request.get("message"))
+            if request.get("op") != "raise":
+                _ended = True
+                raise _End()
+            error = builtin_class(request.get("types") or [], Exception, Exception)(str(request.get("text", "")))
+        finally:
+            sys.setprofile(previous)
+        raise error
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", *args, **kwargs)
+
+    def __iter__(self):
+        return self._ask("iter")
+
+    def __next__(self):
+        return self._ask("next")
+
+    def __len__(self):
+        return self._ask("len")
+
+
+def _ref(obj):
+    if type(obj) is Callback:
+        return "callback", obj.number
     h = _handles.get(id(obj))
     if h is None or _objects.get(h) is not obj:
         h = len(_objects) + 1
         _objects[h] = obj
         _handles[id(obj)] = h
-    return h
+    return "handle", h
 
 
-def _object(h):
-    if h not in _objects:
-        raise KeyError(f"no object with handle {h}")
-    return _objects[h]
+def _resolve(kind, number):
+    if kind == "callback":
+        return _callbacks.setdefault(number, Callback(number))
+    if number not in _objects:
+        raise KeyError(f"no object with handle {number}")
+    return _objects[number]
 
 
 def _user_ns():
@@ -57,9 +118,16 @@ def _user_ns():
 
 
 def _names():
-    """The notebook's own names: every global that is not a module or IPython's."""
-    return {k: v for k, v in _user_ns().items() if not k.startswith("_") and k not in _HIDDEN_NAMES
-            and not isinstance(v, types.ModuleType)}
+    """The notebook's own names, and the modules it bound by name (``{"types": "types"}``)."""
+    names, modules = {}, {}
+    for k, v in _user_ns().items():
+        if k in _HIDDEN_NAMES or _IPYTHON_NAME.fullmatch(k):
+            continue
+        if isinstance(v, types.ModuleType):
+            modules[k] = v.__name__
+        else:
+            names[k] = v
+    return {"names": names, "modules": modules}
 
 
 def _define(source, name):
@@ -70,6 +138,30 @@ def _define(source, name):
     return scope[name]
 
 
+_WRAPPERS = {"function": lambda f: f, "staticmethod": staticmethod, "classmethod": classmethod, "property": property}
+
+
+def _subclass(name, bases, methods, free, attributes):
+    """A class that a test's helper defines on a student's class (``class Block(nn.Module)``): its
+    methods are compiled here from the test's text of them (``methods``: attribute name to
+    ``[source, wrapper, function name]``), closing over the values they closed over in the
+    grader (``free``), so that ``super()`` and the student's base class work as in the kernel."""
+    params = [k for k in free if isinstance(k, str) and k.isidentifier() and k != "__class__"]
+    lines = [f"def __make__({', '.join(params)}):", "    __class__ = None"]
+    for source, _, _ in methods.values():
+        lines += ["    " + line for line in str(source).splitlines()]
+    lines += ["    def __set_class__(c):", "        nonlocal __class__", "        __class__ = c",
+              "    return {" + ", ".join(f"{k!r}: {fn}" for k, (_, _, fn) in methods.items()
+                                       if str(fn).isidentifier()) + "}, __set_class__"]
+    scope = dict(_user_ns())
+    exec(compile("\n".join(lines), "<a test cell's class>", "exec"), scope)
+    functions, set_class = scope["__make__"](**{k: free[k] for k in params})
+    body = dict(attributes, **{k: _WRAPPERS[kind](functions[k]) for k, (_, kind, _) in methods.items()})
+    cls = types.new_class(str(name), tuple(bases), exec_body=lambda ns: ns.update(body))
+    set_class(cls)
+    return cls
+
+
 def _iterate(obj):
     return list(obj)
 
@@ -78,12 +170,25 @@ def _type_name(obj):
     return type(obj).__name__
 
 
+def _enter(obj):
+    return obj.__enter__()
+
+
+def _exit(obj, raised=None):
+    """``obj.__exit__`` for a ``with`` block that ended, or raised ``[its class's MRO names, message]``."""
+    if raised is None:
+        return obj.__exit__(None, None, None)
+    exc = builtin_class(raised[0], Exception, Exception)(str(raised[1]))
+    return obj.__exit__(type(exc), exc, None)
+
+
 # What the grader may ask for besides calling a student object: each is how Python itself would
 # evaluate the grader's expression on the object.
 BUILTINS = {
     "getattr": getattr, "setattr": setattr, "isinstance": isinstance, "len": len, "repr": repr, "str": str,
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
-    "names": _names, "define": _define, "RecordingContext": checks.RecordingContext,
+    "enter": _enter, "exit": _exit,
+    "names": _names, "define": _define, "subclass": _subclass, "RecordingContext": checks.RecordingContext, "build_graph": checks._build_graph,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",
@@ -109,7 +214,8 @@ def _call(request):
     args, kwargs = call["args"], call["kwargs"]
     found = []
     depth = [0, 0]  # current, deepest: how far the student's Python calls nest
-    inner = checks._delegation_hook(found) if request.get("numpy_only") else None
+    inner = (checks._delegation_hook(found, _OWN_CODE) if request.get("numpy_only")
+             and request.get("builtin") not in _MACHINERY else None)
     hook = checks.depth_hook(depth, inner)
     previous = sys.getprofile()
     with warnings.catch_warnings(record=True) as caught:
@@ -122,39 +228,85 @@ def _call(request):
             finally:
                 sys.setprofile(previous)
             answer = {"value": result}
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _End):
             raise
         except BaseException as exc:  # SystemExit too: the student's code ended, the kernel did not
             answer = {"raised": {"types": [t.__name__ for t in type(exc).__mro__], "message": str(exc)[:4000],
-                                 "frames": _frames(exc.__traceback__)}}
+                                 "frames": _frames(exc.__traceback__), "exception": exc}}
     answer["warnings"] = [[[t.__name__ for t in w.category.__mro__], str(w.message)[:1000]] for w in caught[:5]]
     answer["delegated"] = found[:1]
     answer["depth"] = depth[1]
     return answer
 
 
-def serve():
-    """Answer the grader's requests until it says ``end``; each answer goes with the next ``input``."""
-    global _codec
-    if _codec is None:
-        _codec = Codec("k", _handle, _object)
-    reply, seq = {"ready": True}, 0
-    while True:
-        try:
-            message = _codec.encode_message(reply)
-            text = json.dumps({"seq": seq, "message": message}, allow_nan=False)
-        except Exception as exc:  # a value that cannot be sent: say so instead
-            message = _codec.encode_message({"error": f"the answer could not be sent: {exc}"})
-            text = json.dumps({"seq": seq, "message": message})
+# What the grader asks of the recording itself, which runs none of the student's code.
+_MACHINERY = frozenset({"names", "define", "subclass"})
+# The recording's own functions that the student's code runs through (a ``with`` block, a callback):
+# not a delegation to the package.
+def _codes(code):
+    """A code object and those of the functions and lambdas inside it."""
+    return [code] + [c for const in code.co_consts if isinstance(const, types.CodeType) for c in _codes(const)]
+
+
+_OWN_CODE = frozenset(c for f in (
+    _enter, _exit, _iterate, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
+    Callback.__next__, Callback.__len__, Owners.gone) for c in _codes(f.__code__))
+
+
+def _answer(request):
+    try:
+        return _call(request)
+    except (KeyboardInterrupt, _End):
+        raise
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _send(reply):
+    """Send ``reply`` (an answer, or a callback's request); the grader's next message. Over stdin,
+    a ``ping`` asks for the same text again."""
+    if _ended:
+        raise _End()
+    try:
+        text = json.dumps({"seq": _seq, "message": _codec.encode_message(reply)}, allow_nan=False)
+    except Exception as exc:  # a value that cannot be sent: say so instead
+        text = json.dumps({"seq": _seq, "message": _codec.encode_message(
+            {"error": f"the answer could not be sent: {exc}"})})
+    if _socket is not None:
+        _socket.send_string(text)
+        while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
+            pass
+        return json.loads(_socket.recv())
+    request = json.loads(builtins.input(text))
+    while request.get("op") == "ping":
         request = json.loads(builtins.input(text))
-        while request.get("op") == "ping":  # the grader did not get the answer: send it again
-            request = json.loads(builtins.input(text))
-        if request.get("op") == "end":
-            return
-        seq = request.get("seq")
-        try:
-            reply = _call(request)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
+    return request
+
+
+def serve():
+    """Answer the grader's requests until it says ``end``: the first exchange over stdin, then over
+    the socket that the grader names."""
+    global _codec, _seq, _ended, _socket
+    if _codec is None:
+        _codec = Codec("k", _ref, _resolve)
+    _seq, _ended = 0, False
+    try:
+        request = _send({"ready": True})
+        if request.get("op") == "socket":
+            import zmq
+
+            _socket = zmq.Context.instance().socket(zmq.PAIR)
+            _socket.setsockopt(zmq.LINGER, 0)
+            _socket.connect(str(request.get("address")))
+            request = _send({"ready": True})
+        while request.get("op") == "call":
+            _seq = request.get("seq")
+            reply = _answer(request)
+            request = _send(reply)  # the buffers received are kept until here: a change to one is sent
+            _codec.release()
+    except _End:
+        pass
+    finally:
+        if _socket is not None:
+            _socket.close()
+            _socket = None

@@ -2,7 +2,9 @@
 
 A message is JSON. Plain data travels by value: ``None``, booleans, numbers, strings, tuples,
 lists, dicts, NumPy scalars and NumPy arrays of a numeric or boolean dtype. Anything else stays
-where it lives and travels as a *handle*, a number that the other side turns into a proxy.
+where it lives and travels as a number that the other side turns into a proxy: a *handle* names an
+object of the student's kernel, a *callback* an object of the grader's (a function that a test
+hands to the student's code, such as the ``f`` of a finite-difference exercise).
 
 **Arrays keep their layout and their aliasing.** An array travels as its *owner* (the
 contiguous buffer at the bottom of its ``.base`` chain), sent once per message however many
@@ -12,13 +14,17 @@ result that views an argument views the same buffer the other side sent. Each si
 every owner it has seen under one id. A message carries the bytes of every buffer it names, and
 of every other buffer that changed since the other side last saw it (the student's code wrote
 into an input, or a test wrote into an array a Tensor holds); a known buffer is written in place
-on arrival, so that views on both sides see the change.
+on arrival, so that views on both sides see the change. A side keeps the buffers it received
+until it calls :meth:`Codec.release`, so that an array written and dropped before the next
+message is still seen changing.
 
 Nothing here unpickles: arrays are raw bytes with a dtype from :data:`DTYPES`, and decoding
 rejects anything else. Decoding is the only code of the grader's side that reads what a
 student's kernel wrote, so it checks every field it uses.
 """
 import base64
+import builtins
+import functools
 import types
 import weakref
 
@@ -34,6 +40,16 @@ _NUMPY_CALLABLES = (np.ufunc, type(np.sum), types.FunctionType, types.BuiltinFun
 
 class WireError(ValueError):
     """A message that does not follow this format."""
+
+
+def builtin_class(names, base, default):
+    """The first of ``names`` that is a builtin subclass of ``base`` (an exception or warning class
+    from the other side, by its MRO's names), else ``default``."""
+    for n in names:
+        c = getattr(builtins, n, None) if isinstance(n, str) else None
+        if isinstance(c, type) and issubclass(c, base):
+            return c
+    return default
 
 
 def _owner(a):
@@ -65,12 +81,15 @@ class Owners:
         return None if entry is None else entry[0]()
 
     def add(self, key, owner, seen):
-        def gone(_, key=key, address=id(owner)):
-            self.by_id.pop(key, None)
-            if self.ids.get(address) == key:
-                del self.ids[address]
-        self.by_id[key] = [weakref.ref(owner, gone), seen]
+        self.by_id[key] = [weakref.ref(owner, functools.partial(self.gone, key, id(owner))), seen]
         self.ids[id(owner)] = key
+
+    def gone(self, key, address, _):
+        """Forget a buffer that nothing on this side holds any more (its weak reference's callback,
+        which the garbage collector may run in the middle of the student's code)."""
+        self.by_id.pop(key, None)
+        if self.ids.get(address) == key:
+            del self.ids[address]
 
     def id_for(self, owner):
         key = self.ids.get(id(owner))
@@ -90,13 +109,20 @@ class Owners:
         return out
 
 
-class Codec:
-    """Encodes and decodes messages for one side; ``handles`` maps handle numbers both ways."""
+REF_KINDS = ("handle", "callback")  # an object of the student's kernel, an object of the grader's
 
-    def __init__(self, prefix, make_handle, resolve_handle):
+
+class Codec:
+    """Encodes and decodes messages for one side. What cannot travel by value travels as a
+    reference: ``make_ref(obj)`` gives its ``(kind, number)``, kind one of :data:`REF_KINDS`, and
+    ``resolve_ref(kind, number)`` turns one received back into an object (its own, or a proxy)."""
+
+    def __init__(self, prefix, make_ref, resolve_ref):
         self.owners = Owners(prefix)
-        self.make_handle = make_handle  # object -> int, for what cannot travel by value
-        self.resolve_handle = resolve_handle  # int -> object (a proxy on the grader's side)
+        self.make_ref = make_ref
+        self.resolve_ref = resolve_ref
+        self.kept = []  # the buffers received since release()
+        self.views = weakref.WeakValueDictionary()  # the arrays decoded, by buffer and layout: `is` holds
 
     # --- encoding ---------------------------------------------------------------------------
     def encode_message(self, payload):
@@ -117,7 +143,8 @@ class Codec:
 
     def _array(self, a):
         owner = _owner(a)
-        if owner is None:
+        copied = owner is None
+        if copied:
             owner = np.ascontiguousarray(a)
             view = {"offset": 0, "shape": list(a.shape), "strides": list(owner.strides)}
         else:
@@ -126,6 +153,8 @@ class Codec:
             return None
         key = self.owners.id_for(owner)
         self._send_owner(key)  # every message carries the buffers it names: the other side may have let one go
+        if not copied:  # sent back unchanged, it decodes to this very array
+            self.views[(key, a.dtype.name, view["offset"], tuple(a.shape), tuple(a.strides), bool(a.flags.writeable))] = a
         return {"array": key, "dtype": a.dtype.name, "writeable": bool(a.flags.writeable), **view}
 
     def encode(self, x):
@@ -147,6 +176,8 @@ class Codec:
             return {"dict": [[self.encode(k), self.encode(v)] for k, v in x.items()]}
         if type(x) is slice:
             return {"slice": [self.encode(x.start), self.encode(x.stop), self.encode(x.step)]}
+        if type(x) is types.SimpleNamespace:  # a plain record of names, such as a test's `nn`
+            return {"namespace": [[k, self.encode(v)] for k, v in vars(x).items()]}
         if x is Ellipsis:
             return {"ellipsis": True}
         if isinstance(x, type) and issubclass(x, np.generic) and np.dtype(x).name in DTYPES:
@@ -155,19 +186,20 @@ class Codec:
             return {"numpy_dtype": x.name}
         if isinstance(x, _NUMPY_CALLABLES) and getattr(np, x.__name__, None) is x:
             return {"numpy": x.__name__}  # np.tanh handed to the other side is that side's np.tanh
-        return {"handle": self.make_handle(x)}
+        kind, number = self.make_ref(x)
+        return {kind: number}
 
     # --- decoding ---------------------------------------------------------------------------
     def decode_message(self, message):
         if not isinstance(message, dict) or not isinstance(message.get("owners"), dict):
             raise WireError("not a message")
-        self._kept = []
         for key, enc in message["owners"].items():
             self._receive_owner(key, enc)
-        try:
-            return self.decode(message.get("body"))
-        finally:
-            self._kept = []
+        return self.decode(message.get("body"))
+
+    def release(self):
+        """Let go of the buffers received so far: a change made to one after this is not sent."""
+        self.kept = []
 
     def _receive_owner(self, key, enc):
         if not isinstance(key, str) or not isinstance(enc, dict) or enc.get("dtype") not in DTYPES:
@@ -182,17 +214,17 @@ class Codec:
         fresh = np.ndarray(shape, dtype, buffer=bytearray(data))  # its own buffer: the bottom of every view
         known = self.owners.get(key)
         if known is not None and self.owners.by_id[key][1] == data:
-            self._kept.append(known)
+            self.kept.append(known)
             return
         if known is not None and known.dtype == dtype and known.shape == fresh.shape:
             if not known.flags.writeable:
                 known.flags.writeable = True  # an owner is ours: the view's flag says read-only
             known[...] = fresh
             self.owners.by_id[key][1] = data
-            self._kept.append(known)
+            self.kept.append(known)
             return
         self.owners.add(key, fresh, data)
-        self._kept.append(fresh)  # until the message's values hold it
+        self.kept.append(fresh)
 
     def decode(self, x):
         if x is None or isinstance(x, (bool, str)) or type(x) is int:
@@ -219,6 +251,9 @@ class Codec:
             return {self.decode(k): self.decode(val) for k, val in v}
         if kind == "slice" and isinstance(v, list) and len(v) == 3:
             return slice(*(self.decode(i) for i in v))
+        if kind == "namespace" and isinstance(v, list) and all(
+                isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) for i in v):
+            return types.SimpleNamespace(**{k: self.decode(val) for k, val in v})
         if kind == "ellipsis":
             return Ellipsis
         if kind == "numpy_type" and v in DTYPES:
@@ -227,8 +262,8 @@ class Codec:
             return np.dtype(v)
         if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)):
             return getattr(np, v)
-        if kind == "handle" and type(v) is int:
-            return self.resolve_handle(v)
+        if kind in REF_KINDS and type(v) is int:
+            return self.resolve_ref(kind, v)
         raise WireError(f"unknown value kind {kind!r}")
 
     def _decode_array(self, x):
@@ -250,7 +285,12 @@ class Codec:
             low, high = 0, 0
         if low < 0 or high > owner.nbytes:
             raise WireError("an array view outside its buffer")
+        key = (x["array"], dtype.name, offset, tuple(shape), tuple(strides), bool(x.get("writeable", True)))
+        a = self.views.get(key)
+        if a is not None:  # alive, so its buffer is still the one this key names
+            return a  # the same array as before: the other side sent the same object again
         flat = owner.reshape(-1).view(np.uint8)
         a = np.ndarray(shape, dtype, buffer=flat, offset=offset if 0 not in shape else 0, strides=strides)
-        a.flags.writeable = bool(x.get("writeable", True))
+        a.flags.writeable = key[-1]
+        self.views[key] = a
         return a

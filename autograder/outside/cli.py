@@ -79,7 +79,7 @@ def demo(args):
 def grade(args):
     options = grader.Options(workers=args.workers, timeout=args.timeout, cell_timeout=args.cell_timeout,
                              memory_mb=args.memory, nproc=args.nproc, db_url=args.db, force=args.force,
-                             progress=not args.quiet, cluster=args.cluster, trusted=args.trusted)
+                             progress=not args.quiet, cluster=args.cluster, in_kernel=args.in_kernel)
     started = time.perf_counter()
     records = grader.grade(args.course, args.id, options)
     elapsed = time.perf_counter() - started
@@ -223,9 +223,10 @@ def main(argv=None):
     p.add_argument("--cluster", default=None,
                    help="grade on a Dask cluster: a scheduler address (tcp://HOST:8786), or local:N for a "
                         "LocalCluster of N processes; --workers is then unused (default: this machine's pool)")
-    p.add_argument("--trusted", action="store_true",
-                   help="trusted verdicts: run each test cell in the grader's process against the student's kernel, "
-                        "so that no hidden test or expected value enters it (docs/grading-security.md)")
+    p.add_argument("--in-kernel", action="store_true",
+                   help="run the test cells in the student's kernel, as plain nbgrader does, instead of in the grader's "
+                        "process (trusted verdicts, the default wherever the unit allows: docs/grading-security.md); "
+                        "for comparisons only: a notebook can then forge its verdicts")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=grade)
 

@@ -18,6 +18,15 @@ class Assignment:
     # Exercises where torch is the point (their checks run with numpy_only=False): the NumPy-only
     # rule does not apply to them, and the grading tools treat them accordingly.
     torch_tasks: tuple = ()
+    # Why this unit's test cells still run in the student's kernel, when they do; empty: the
+    # grader runs them in its own process (trusted verdicts, autograder.outside.verdicts).
+    kernel_verdicts: str = ""
+
+    @property
+    def trusted_verdicts(self):
+        """True when the grader runs this unit's test cells itself, against the student's kernel. A
+        unit with a torch exercise is graded in its kernel: torch tensors do not cross the wire yet."""
+        return not (self.torch_tasks or self.kernel_verdicts)
 
     @property
     def course_file(self):

@@ -94,7 +94,7 @@ class BoundedExecute(Execute):
             client = BlockingKernelClient()
             client.load_connection_info(self.km.get_connection_info())
             client.start_channels()
-            self._remote = verdicts.Remote(client, self.timeout or 600)
+            self._remote = verdicts.Remote(client, self.timeout or 600, self.km.get_connection_info())
         seeds = [a[len("--seed="):] for a in self.extra_arguments if a.startswith("--seed=")]
         try:
             with checks.student_seed_of(int(seeds[-1]) if seeds else None):

@@ -30,10 +30,10 @@ from pathlib import Path
 from . import sandbox, state
 from .course import BY_ID, nbgrader_env
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
 # Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
-GRADER_FILES = ("inside/checks.py", "outside/oracles.py", "outside/sandbox.py", "inside/zygote.py", "outside/execute.py",
-                "outside/worker.py", "outside/verdicts.py", "inside/recording.py", "inside/wire.py")
+GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "zygote.py", "execute.py", "worker.py", "verdicts.py",
+                "recording.py", "wire.py")
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Options:
     force: bool = False
     progress: bool = True
     cluster: str = None  # a Dask scheduler address, or local:N; None grades on this machine's pool
-    trusted: bool = False  # test cells run in the grader's process (autograder.outside.verdicts), not in the kernel
+    in_kernel: bool = False  # test cells run in the student's kernel even where the unit's grader can run them
 
 
 def fingerprint(submission_dir, source_notebook, mode=""):
@@ -62,7 +62,7 @@ def fingerprint(submission_dir, source_notebook, mode=""):
     return h.hexdigest()
 
 
-def plan(course_root, assignment_id, db_url, force=False, trusted=False):
+def plan(course_root, assignment_id, db_url, force=False, in_kernel=False):
     """The jobs to run and the students whose recorded grade is still current."""
     a = BY_ID[assignment_id]
     root = Path(course_root)
@@ -73,7 +73,7 @@ def plan(course_root, assignment_id, db_url, force=False, trusted=False):
         if not sub.is_dir():
             continue
         student = sub.parent.name
-        fp = fingerprint(sub, source, "trusted" if trusted else "")
+        fp = fingerprint(sub, source, "trusted" if a.trusted_verdicts and not in_kernel else "")
         if not force and student in done and done[student].fingerprint == fp:
             current.append(student)
             continue
@@ -130,10 +130,10 @@ def grade(course_root, assignment_id, options=None):
     with _run_lock(root, assignment_id):
         sandbox.preflight()
         ensure_registered(root, assignment_id, db_url)
-        jobs, _ = plan(root, assignment_id, db_url, options.force, options.trusted)
+        jobs, _ = plan(root, assignment_id, db_url, options.force, options.in_kernel)
         for job in jobs:
             job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc,
-                       trusted=options.trusted)
+                       in_kernel=options.in_kernel)
         if options.cluster:
             from . import cluster
 

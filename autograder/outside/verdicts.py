@@ -13,22 +13,28 @@ one that failed has one error output, the checks' message, which nbgrader scores
 does. Nothing the student's code printed while it was called reaches the notebook.
 """
 import ast
-import builtins
 import contextlib
+import copy
+import importlib
 import io
 import json
+import os
 import queue
+import sys
 import time
+import types
 import warnings
 
 import numpy as np
+import zmq
 
 from autograder.inside import checks
-from autograder.inside.wire import Codec, WireError
+from autograder.inside.wire import Codec, WireError, builtin_class
 
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve()"
 PING_SECONDS = 1.0
+_ZMQ = zmq.Context.instance()
 
 
 class KernelGone(BaseException):
@@ -40,45 +46,52 @@ class TestTimeout(BaseException):
 
 
 class StudentError(Exception):
-    """Base of the exceptions that stand for what the student's code raised in its kernel."""
+    """Base of the exceptions that stand for what the student's code raised in its kernel. An
+    attribute that the student's exception class added (``error.index``) is read from its kernel."""
+
+    kernel = None
+
+    def __getattr__(self, name):
+        if self.kernel is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.kernel, name)
 
 
 _ERROR_TYPES = {}
 
 
-def _builtin_class(names, base, default):
-    """The first of ``names`` that is a builtin subclass of ``base`` (the student's exception or
-    warning class, by its MRO's names), else ``default``."""
-    for n in names:
-        c = getattr(builtins, n, None) if isinstance(n, str) else None
-        if isinstance(c, type) and issubclass(c, base):
-            return c
-    return default
-
-
-def student_exception(types, message, frames):
-    """An exception of the same name as the student's, a subclass of the same builtin exception."""
+def student_exception(types, message, frames, kernel=None):
+    """An exception of the same name as the student's, a subclass of the same builtin exception;
+    ``kernel``, the proxy of the student's exception object, answers ``isinstance`` against the
+    student's own classes."""
     names = [t for t in types if isinstance(t, str)] or ["Exception"]
-    base = _builtin_class(names, Exception, Exception)
+    base = builtin_class(names, Exception, Exception)
     key = (names[0], base)
     if key not in _ERROR_TYPES:
         _ERROR_TYPES[key] = type(names[0], (base, StudentError), {"__module__": "student"})
     exc = _ERROR_TYPES[key](str(message))
     exc.frames = frames
+    exc.kernel = kernel if isinstance(kernel, Proxy) else None
     return exc
 
 
 class Remote:
     """The grader's end of one kernel's stdin channel, for the test cells of one notebook."""
 
-    def __init__(self, client, deadline_seconds=60.0):
+    def __init__(self, client, deadline_seconds=60.0, connection=None):
         self.client = client
         self.deadline_seconds = deadline_seconds
-        self.codec = Codec("t", self._handle_of, self._proxy)
+        self.connection = connection or {}  # the kernel's connection info: where its own sockets are
+        self.codec = Codec("t", self._ref, self._resolve)
         self.proxies = {}  # handle: Proxy, one per handle, so that `is` works
+        self.callbacks = {}  # number: an object of the tests handed to the student's code
+        self.callback_numbers = {}  # id(object): number
         self.msg_id = None
         self.deadline = None
         self.seq = 0
+        self.socket = None  # this test cell's own channel to the kernel
+        self.trees = {}  # each test cell's file name: its syntax tree, for the methods made in the kernel
+        self.sockets = 0
         self.found = None  # the checks' list of calls into torch, while run_student runs
         self.numpy_only = False
         self.caught = None  # the checks' list of the student's warnings, while run_student runs
@@ -86,10 +99,42 @@ class Remote:
 
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
+        """Start the kernel's serving loop for one test cell, over stdin, and move it to a socket of
+        its own: the grader binds it (beside the kernel's own sockets), the kernel connects."""
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
         self.msg_id = self.client.execute(SERVE, silent=True, store_history=False, allow_stdin=True)
-        return self._answer(ping=True)
+        self._answer(ping=True)
+        self.socket = _ZMQ.socket(zmq.PAIR)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_ANSWER_CHARS)
+        self.sockets += 1
+        try:
+            if self.connection.get("transport") == "ipc":
+                address = f"ipc://{self.connection['ip']}-v{self.sockets}"
+                umask = os.umask(0o111)  # the kernel's user, not this one, connects: it needs write access
+                try:
+                    self.socket.bind(address)
+                finally:
+                    os.umask(umask)
+            else:
+                address = f"tcp://127.0.0.1:{self.socket.bind_to_random_port('tcp://127.0.0.1')}"
+        except zmq.ZMQError as exc:  # the kernel's folder holds something else at that name
+            raise KernelGone(f"the checks could not open their channel to the kernel ({exc})") from None
+        self.client.input(json.dumps({"op": "socket", "address": address}))
+        return self._answer()
+
+    def _receive(self, seconds):
+        """The kernel's next message, or None after ``seconds``."""
+        if self.socket is not None:
+            return self.socket.recv() if self.socket.poll(int(seconds * 1000) + 1) else None
+        try:
+            msg = self.client.get_stdin_msg(timeout=seconds)
+        except queue.Empty:
+            return None
+        if msg["parent_header"].get("msg_id") != self.msg_id or msg["msg_type"] != "input_request":
+            return ""
+        return msg["content"].get("prompt", "")
 
     def _answer(self, ping=False):
         """The kernel's answer to request ``self.seq``. With ``ping``, ask again each second until it
@@ -99,21 +144,17 @@ class Remote:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise TestTimeout("the test ran past its time limit")
-            try:
-                msg = self.client.get_stdin_msg(timeout=min(left, 0.05))
-            except queue.Empty:
+            text = self._receive(min(left, 0.05))
+            if text is None:
                 if self._ended():
                     raise KernelGone("the kernel stopped answering the checks")
                 if ping and time.monotonic() - asked > PING_SECONDS:
                     self.client.input(json.dumps({"op": "ping"}))
                     asked = time.monotonic()
                 continue
-            if msg["parent_header"].get("msg_id") != self.msg_id or msg["msg_type"] != "input_request":
-                continue
-            prompt = msg["content"].get("prompt", "")
-            if len(prompt) > MAX_ANSWER_CHARS:
+            if len(text) > MAX_ANSWER_CHARS:
                 raise WireError("the student's code returned more data than the checks accept")
-            answer = json.loads(prompt)
+            answer = json.loads(text) if text else None
             if not isinstance(answer, dict) or answer.get("seq") != self.seq:
                 continue  # an answer sent again after a ping, already read
             return self.codec.decode_message(answer.get("message"))
@@ -125,20 +166,54 @@ class Remote:
             return False
         return reply["parent_header"].get("msg_id") == self.msg_id
 
-    def request(self, payload, **fields):
+    def _post(self, fields):
+        text = json.dumps(fields)
+        if self.socket is not None:
+            self.socket.send_string(text)
+        else:
+            self.client.input(text)
+
+    def _send(self, fields, payload):
         message = self.codec.encode_message(payload)
         self.seq += 1
-        self.client.input(json.dumps(dict(fields, op="call", seq=self.seq, message=message)))
+        self._post(dict(fields, seq=self.seq, message=message))
         answer = self._answer()
         if not isinstance(answer, dict):
             raise WireError("an answer that is not a record")
         return answer
 
+    def request(self, payload, **fields):
+        """Send one request; run the callbacks the student's code makes meanwhile; its answer."""
+        answer = self._send(dict(fields, op="call"), payload)
+        while "callback" in answer:
+            answer = self._run_callback(answer)
+        return answer
+
+    def _run_callback(self, ask):
+        """Run what the student's code asked of an object of the tests; send back its value, or what it raised."""
+        try:
+            obj, builtin = self.callbacks.get(ask["callback"]), CALLBACK_BUILTINS.get(ask.get("builtin"))
+            args, kwargs = ask.get("args", ()), ask.get("kwargs", {})
+            if obj is None or builtin is None or type(args) is not tuple or type(kwargs) is not dict or not all(
+                    isinstance(k, str) for k in kwargs):
+                raise WireError("a callback the tests did not hand over")
+            value = builtin(obj, *args, **kwargs)
+        except (TestTimeout, KernelGone):
+            raise
+        except Exception as exc:
+            return self._send({"op": "raise", "types": [t.__name__ for t in type(exc).__mro__],
+                               "text": str(exc)[:4000]}, None)
+        return self._send({"op": "return"}, value)
+
     def end(self):
         """Stop the serving loop and wait for the cell's reply (its stream output is discarded)."""
         if self.msg_id is None:
             return
-        self.client.input(json.dumps({"op": "end"}))
+        self._post({"op": "end"})
+        self.codec.release()
+        if self.socket is not None:
+            self.socket.close()
+            self.socket = None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -150,15 +225,26 @@ class Remote:
         self.msg_id = None
 
     # --- values -----------------------------------------------------------------------------------
-    def _handle_of(self, obj):
-        if isinstance(obj, Proxy) and object.__getattribute__(obj, "_remote") is self:
-            return object.__getattribute__(obj, "_handle")
-        raise WireError(f"a {type(obj).__name__} of the checks cannot be handed to the student's code")
+    def _ref(self, obj):
+        if isinstance(obj, Proxy):
+            if object.__getattribute__(obj, "_remote") is not self:
+                raise WireError("an object of another student's kernel")
+            return "handle", object.__getattribute__(obj, "_handle")
+        number = self.callback_numbers.get(id(obj))
+        if number is None or self.callbacks[number] is not obj:
+            number = len(self.callbacks) + 1
+            self.callbacks[number] = obj  # held for the notebook's life: the student's code may keep it
+            self.callback_numbers[id(obj)] = number
+        return "callback", number
 
-    def _proxy(self, handle):
-        if handle not in self.proxies:
-            self.proxies[handle] = Proxy(self, handle)
-        return self.proxies[handle]
+    def _resolve(self, kind, number):
+        if kind == "callback":
+            if number not in self.callbacks:
+                raise WireError("a callback the tests did not hand over")
+            return self.callbacks[number]
+        if number not in self.proxies:
+            self.proxies[number] = Proxy(self, number)
+        return self.proxies[number]
 
     def call(self, fn, *args, builtin=None, **kwargs):
         """``fn(*args, **kwargs)`` in the kernel; ``builtin`` names one of the recording's builtins."""
@@ -173,18 +259,59 @@ class Remote:
         if answer.get("delegated") and self.found is not None and not self.found:
             self.found.extend(str(d) for d in answer["delegated"][:1])
         if self.caught is not None:
-            self.caught.extend(warnings.WarningMessage(str(text), _builtin_class(category, Warning, UserWarning), "<student>", 0)
+            self.caught.extend(warnings.WarningMessage(str(text), builtin_class(category, Warning, UserWarning), "<student>", 0)
                                for category, text in answer.get("warnings") or ())
         if "raised" in answer:
             r = answer["raised"]
-            raise student_exception(r.get("types") or [], r.get("message", ""), r.get("frames") or [])
+            raise student_exception(r.get("types") or [], r.get("message", ""), r.get("frames") or [],
+                                    r.get("exception"))
         return answer.get("value")
 
+    def subclass(self, name, bases, namespace):
+        """A class that a test's helper defines on a student's class, made in the kernel: its
+        methods are compiled there from the test cell's text, with the values they close over here
+        (so their text enters the kernel: keep such helpers out of hidden parts)."""
+        methods, attributes, free = {}, {}, {}
+        for key, value in namespace.items():
+            if key in ("__module__", "__qualname__", "__classcell__"):
+                continue
+            kind, fn = _method(value)
+            if fn is None:
+                attributes[key] = value
+                continue
+            methods[key] = [self._function_source(fn), kind, fn.__name__]
+            for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                if var != "__class__":
+                    free[var] = cell.cell_contents
+        return self.call(None, name, list(bases), methods, free, attributes, builtin="subclass")
+
+    def _function_source(self, fn):
+        code = fn.__code__
+        tree = self.trees.get(code.co_filename)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.FunctionDef) and node.name == fn.__name__ and code.co_firstlineno in (
+                    node.lineno, *(d.lineno for d in node.decorator_list)):
+                bare = copy.copy(node)
+                bare.decorator_list = []  # the kernel wraps it again (staticmethod...)
+                return ast.unparse(bare)
+        raise WireError(f"the source of {fn.__qualname__} is not in a test cell")
+
     def names(self):
+        """The notebook's names: its objects as proxies, and the standard modules it imported, imported here."""
         found = self.call(None, builtin="names")
-        if not isinstance(found, dict):
+        if not (isinstance(found, dict) and isinstance(found.get("names"), dict) and isinstance(found.get("modules"), dict)):
             raise WireError("the notebook's names did not come back as a dict")
-        return {k: v for k, v in found.items() if isinstance(k, str) and k.isidentifier()}
+        out = {k: v for k, v in found["names"].items() if isinstance(k, str) and k.isidentifier()}
+        for k, module in found["modules"].items():
+            if isinstance(k, str) and k.isidentifier() and isinstance(module, str) and (
+                    module.partition(".")[0] in sys.stdlib_module_names or module.partition(".")[0] == "numpy"):
+                with contextlib.suppress(ImportError):
+                    out[k] = importlib.import_module(module)
+        return out
+
+
+# What the student's code may do with an object of the tests that it was handed.
+CALLBACK_BUILTINS = {"call": lambda obj, *args, **kwargs: obj(*args, **kwargs), "iter": iter, "next": next, "len": len}
 
 
 def _op(name):
@@ -206,9 +333,18 @@ class Proxy:
 
     __slots__ = ("_remote", "_handle", "__weakref__")
 
-    def __init__(self, remote, handle):
-        object.__setattr__(self, "_remote", remote)
-        object.__setattr__(self, "_handle", handle)
+    def __new__(cls, *args):
+        if len(args) == 3 and isinstance(args[0], str) and isinstance(args[1], tuple) and isinstance(args[2], dict):
+            # `class Block(nn.Module):` in a test, on a student's class: Python calls the base's type,
+            # Proxy, as the metaclass; the class is made in the kernel (Remote.subclass)
+            remote = next(object.__getattribute__(b, "_remote") for b in args[1] if isinstance(b, Proxy))
+            return remote.subclass(*args)
+        return object.__new__(cls)
+
+    def __init__(self, *args):
+        if len(args) == 2:  # (else the metaclass call above, whose proxy is already made)
+            object.__setattr__(self, "_remote", args[0])
+            object.__setattr__(self, "_handle", args[1])
 
     def _call_builtin(self, name, *args):
         return object.__getattribute__(self, "_remote").call(None, self, *args, builtin=name)
@@ -223,6 +359,8 @@ class Proxy:
         return object.__getattribute__(self, "_remote").call(self, *args, **kwargs)
 
     def __instancecheck__(self, obj):
+        if isinstance(obj, StudentError) and obj.kernel is not None:
+            obj = obj.kernel  # what the student's code raised, in its kernel
         return object.__getattribute__(self, "_remote").call(None, obj, self, builtin="isinstance")
 
     def __array__(self, dtype=None, copy=None):
@@ -231,6 +369,12 @@ class Proxy:
 
     def __iter__(self):
         return iter(self._call_builtin("list"))
+
+    def __enter__(self):
+        return self._call_builtin("enter")
+
+    def __exit__(self, kind, exc, tb):
+        return self._call_builtin("exit", None if exc is None else [[t.__name__ for t in kind.__mro__], str(exc)])
 
     def __hash__(self):
         return hash((Proxy, object.__getattribute__(self, "_handle")))
@@ -259,21 +403,54 @@ class Proxy:
     __array_ufunc__ = None
 
 
+def _method(value):
+    """``(wrapper, function)`` for a function defined in a class body, else ``(None, None)``."""
+    if isinstance(value, types.FunctionType) and value.__name__ != "<lambda>":
+        return "function", value
+    for kind, wrapper, attr in (("staticmethod", staticmethod, "__func__"), ("classmethod", classmethod, "__func__"),
+                                ("property", property, "fget")):
+        if isinstance(value, wrapper) and isinstance(getattr(value, attr), types.FunctionType):
+            return kind, getattr(value, attr)
+    return None, None
+
+
+def _derives_from_student(node, namespace):
+    """True for a class that derives from a student's class, or a function that makes one."""
+    classes = [node] if isinstance(node, ast.ClassDef) else [
+        n for n in ast.walk(node) if isinstance(n, ast.ClassDef)] if isinstance(node, ast.FunctionDef) else []
+    return any(isinstance(b, ast.Name) and isinstance(namespace.get(b.id), Proxy) for c in classes for b in c.bases)
+
+
 def _define_subclasses(remote, source, namespace):
-    """The cell's module, without its top-level classes that derive from a student's class: each
-    of those is made in the kernel (``define``) and bound here as a proxy. Their text (test
-    scaffolding, such as a stand-in operation) enters the kernel; keep them out of hidden parts."""
+    """The cell's module, without its top-level classes that derive from a student's class and
+    its top-level functions that make such classes: each of those is made in the kernel
+    (``define``) and bound here as a proxy. Their text (test scaffolding, such as a stand-in
+    operation) enters the kernel; the build keeps them out of hidden parts."""
     tree = ast.parse(source)
     body = []
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and any(
-                isinstance(b, ast.Name) and isinstance(namespace.get(b.id), Proxy) for b in node.bases):
+        if _derives_from_student(node, namespace):
             namespace[node.name] = remote.call(None, ast.get_source_segment(source, node), node.name,
                                                builtin="define")
         else:
             body.append(node)
     tree.body = body
     return tree
+
+
+def _bind_names(namespace, kernel):
+    """Bind the notebook's names for a test cell. What the test cells defined themselves (their
+    helpers, classes and values) stays theirs: a student's cell cannot replace a check's helper.
+    A student's object that a test bound to a name gives way only when a notebook cell has
+    rebound that name since the last test cell, as it would in the kernel."""
+    bound = namespace.setdefault("__tests_bound__", set())
+    last = namespace.get("__kernel_names__", {})
+    for k, v in kernel.items():
+        if k in bound or (isinstance(namespace.get(k), Proxy) and last.get(k) is v and namespace[k] is not v):
+            continue
+        namespace[k] = v
+    namespace["__kernel_names__"] = kernel
+    namespace.update(np=np, checks=checks)
 
 
 def error_output(exc):
@@ -295,13 +472,19 @@ def run_test_cell(remote, source, namespace, seconds=None):
         return [error_output(exc)]
     previous = checks._REMOTE
     try:
-        namespace.update(remote.names())
-        namespace.update(np=np, checks=checks)
-        code = compile(_define_subclasses(remote, source, namespace), "<test cell>", "exec")
+        _bind_names(namespace, remote.names())
+        before = dict(namespace)
+        filename = f"<test cell {len(remote.trees) + 1}>"
+        remote.trees[filename] = ast.parse(source)
+        code = compile(_define_subclasses(remote, source, namespace), filename, "exec")
         checks._REMOTE = remote
         with contextlib.redirect_stdout(out), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            exec(code, namespace)
+            try:
+                exec(code, namespace)
+            finally:
+                namespace["__tests_bound__"].update(
+                    k for k, v in namespace.items() if not isinstance(v, Proxy) and before.get(k, namespace) is not v)
     except TestTimeout:
         raise
     except KernelGone as exc:

@@ -67,11 +67,11 @@ _sandbox = None
 
 
 def trusted(job):
-    """True when the job's test cells run in this process (trusted verdicts). A unit with an
-    exercise whose point is torch (``Assignment.torch_tasks``) is still graded in its kernel."""
+    """True when the job's test cells run in this process (trusted verdicts): the unit's grader
+    can run them (``Assignment.trusted_verdicts``), and the instructor did not ask for ``--in-kernel``."""
     from .course import BY_ID
 
-    return bool(job.get("trusted")) and not BY_ID[job["assignment"]].torch_tasks
+    return BY_ID[job["assignment"]].trusted_verdicts and not job.get("in_kernel")
 
 
 def _sandbox_for(job):
