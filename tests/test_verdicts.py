@@ -235,3 +235,20 @@ def test_a_student_cell_cannot_replace_a_helper_of_the_tests(kernel):
     kc.execute_interactive("def judge(x):\n    pass\ndef double(x):\n    return x", timeout=60, output_hook=lambda m: None)
     (out,) = verdicts.run_test_cell(remote, "judge(3)", namespace)
     assert out["output_type"] == "error" and "wrong" in out["evalue"], out
+
+
+def test_a_class_in_the_hidden_part_never_enters_the_kernel(kernel):
+    """Making a class on a student's class sends its text to the kernel: from a hidden part it is refused.
+    The notebook listens where such text would arrive (the recording's `define`), and hears nothing."""
+    student = ("import autograder.inside.recording as rec\n"
+               "heard, define = [], rec.BUILTINS['define']\n"
+               "rec.BUILTINS['define'] = lambda source, name: heard.append(source) or define(source, name)\n"
+               "class Module:\n    pass\n")
+    test = ("### BEGIN HIDDEN TESTS\nclass Probe(Module):\n    pass\n### END HIDDEN TESTS\n")
+    ((out,),) = run_cells(kernel, student, test)
+    km, kc = kernel
+    seen = []
+    kc.execute_interactive("print(len(heard)); rec.BUILTINS['define'] = define", timeout=60,
+                           output_hook=lambda m: seen.append(m["content"].get("text", "")))
+    assert out["output_type"] == "error" and "hidden part" in out["evalue"], out
+    assert "".join(seen).strip() == "0"
