@@ -32,7 +32,7 @@ test: venv
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=25
 
 build: venv
-	$(PY) -m autograder.build
+	$(PY) -m autograder.outside.build
 
 bench: venv
 	$(PY) -m autograder bench

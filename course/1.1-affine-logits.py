@@ -85,7 +85,7 @@
 import numpy as np
 
 # The checks compare our code with PyTorch, which loads (a few seconds) when the first test cell runs.
-from autograder import checks
+from autograder.inside import checks
 
 # %% [markdown]
 # ## 1. Affine maps
@@ -149,7 +149,7 @@ def linear(x, W, b=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_linear", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 W = np.array([[1.0, -1.0], [0.5, 2.0], [0.0, 1.0]])
 b = np.array([0.5, 0.0, -1.0])
 x = np.array([1.0, 2.0])
@@ -229,7 +229,7 @@ def relu(x):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_relu", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def check_input_kept(task, fn, *args):
     """Call fn and check that it did not modify any of its array arguments."""
     before = [a.copy() for a in args]
@@ -331,7 +331,7 @@ def sigmoid(x):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sigmoid", "locked": true, "points": 7, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 x = np.array([-2.0, 0.0, 2.0])
 big32 = np.array([-1e4, -100.0, -20.0, 20.0, 100.0, 1e4], dtype=np.float32)
 checks.against_torch("sigmoid", sigmoid, "sigmoid", [
@@ -405,7 +405,7 @@ def silu(x):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_silu", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 checks.against_torch("silu", silu, "silu", [
     checks.case("worked example", np.array([-2.0, 0.0, 2.0])),
     checks.case("|x| up to 1e4 in float32 (is your sigmoid stable?)",
@@ -481,7 +481,7 @@ def gelu_tanh(x):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_gelu_tanh", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def exact_gelu_hint(got, expected):
     if got.shape == expected.shape and np.all(np.isfinite(got)) and np.max(np.abs(got - expected)) < 1e-3:
         return ("close, but not the same function: are you computing the exact GELU x * Phi(x), or another "
@@ -585,7 +585,7 @@ def mlp_logits(x, W1, b1, W2, b2, activation=relu):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_mlp_logits", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def mlp_by_name(x, W1, b1, W2, b2, activation="relu"):
     """mlp_logits with the activation named as the torch oracle names it."""
     if activation == "relu":
@@ -660,7 +660,7 @@ logit_gap = np.log(0.7 / 0.1)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_logits_probabilities", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The answers are stored as digests (checks.close_digests) so that this cell does not print them:
 # a value passes when it rounds, to 3 decimals, to the answer or a neighbour (within about 1e-3).
 hints = {"p_from_logit": "a single logit z gives the probability sigmoid(z) = 1 / (1 + exp(-z)).",
@@ -779,7 +779,7 @@ def linear_backward(x, W, grad_out):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_linear_backward", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def linear_backward_with_b(x, W, b, grad_out):
     """linear_backward with the bias among the inputs, as check_vjp differentiates F.linear(x, W, b)."""
     return linear_backward(x, W, grad_out)
@@ -891,7 +891,7 @@ def relu_backward(x, grad_out):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_relu_backward", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def check_inputs_kept(task, fn, *args):
     """Call fn and check that it did not modify any of its array arguments."""
     before = [a.copy() for a in args]
@@ -965,7 +965,7 @@ def sigmoid_backward(x, grad_out):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sigmoid_backward", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 x = np.array([-1.0, 0.0, 2.0])
 checks.check_vjp("sigmoid_backward", sigmoid_backward, "sigmoid", [checks.case("worked example", x)],
                  upstream=np.full(3, 3.0), names=["x"])
@@ -1013,7 +1013,7 @@ def tanh_backward(x, grad_out):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_tanh_backward", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 x = np.array([-1.0, 0.0, 2.0])
 checks.check_vjp("tanh_backward", tanh_backward, "tanh", [checks.case("worked example", x)], upstream=np.full(3, 3.0),
                  names=["x"])
@@ -1079,7 +1079,7 @@ def silu_backward(x, grad_out):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_silu_backward", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def act_backward_cases(seed, dt=np.float64):
     shapes = [(5, 7), (2, 3, 4), (), (1, 4, 1), (6,)]
     return [checks.case(f"random {shape}", checks.randn(seed + i, *shape, dtype=dt, scale=3.0))
@@ -1148,7 +1148,7 @@ def gelu_tanh_backward(x, grad_out):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_gelu_tanh_backward", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def missing_chain_hint(got, expected):
     if got.shape == expected.shape and np.all(np.isfinite(got)) and np.max(np.abs(got - expected)) < 0.5:
         return ("close but not equal: did you apply the chain rule all the way? d tanh(u)/dx = (1 - t^2) du/dx, "
@@ -1245,7 +1245,7 @@ def collapse_linear_stack(layers):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_collapse_linear_stack", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def collapse_flat(*flat):
     """collapse_linear_stack with the layers given as W1, b1, W2, b2, ... (the form the oracle takes)."""
     return collapse_linear_stack(list(zip(flat[0::2], flat[1::2])))
@@ -1388,7 +1388,7 @@ def mlp_parameter_count(sizes, bias=True):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_mlp_parameter_count", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def count_hint(got, expected):
     return ("each nn.Linear(n_in, n_out) has n_in * n_out weights and, only when bias=True, n_out biases "
             "(one per output); activations have no parameters.")
@@ -1435,7 +1435,7 @@ linear_768_3072_params = 768 * 3072 + 3072
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_linear_params", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Stored as a digest (checks.answer_digest), so that this cell does not print the answer.
 hint = "nn.Linear(in, out) has an (out, in) weight and a bias of size out, not in."
 checks.check_hash("linear_params", "linear_768_3072_params", linear_768_3072_params,

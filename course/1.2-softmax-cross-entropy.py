@@ -82,7 +82,7 @@
 import numpy as np
 
 # The checks compare our code with PyTorch, which loads (a few seconds) when the first test cell runs.
-from autograder import checks
+from autograder.inside import checks
 
 # %% [markdown]
 # ## 1. Softmax, and how the textbook formula breaks
@@ -211,7 +211,7 @@ def logsumexp(z, axis=-1, keepdims=False):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_logsumexp", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def masked_row_hint(got, expected):
     if np.any(np.isneginf(expected) & np.isnan(got)):
         return ("a row of all -inf must give -inf. Its maximum is -inf, and z - max is -inf - (-inf) = nan: "
@@ -297,7 +297,7 @@ def softmax(z, axis=-1):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_softmax", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 checks.against_torch("softmax", softmax, "softmax", [
     checks.case("worked example z = (1, 2, 3)", np.array([1.0, 2.0, 3.0])),
     checks.case("the float32 input of the naive demo", Z_EXTREME),
@@ -374,7 +374,7 @@ def log_softmax(z, axis=-1):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_log_softmax", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 checks.against_torch("log_softmax", log_softmax, "log_softmax", [
     checks.case("worked example z = (1, 2, 3)", np.array([1.0, 2.0, 3.0])),
     checks.case("the float32 input of the naive demo", Z_EXTREME),
@@ -491,7 +491,7 @@ loss_p01 = -np.log(0.1)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_confidence_losses", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The answers are stored as digests (checks.close_digests) so that this cell does not print them:
 # a value passes when it rounds, to 3 decimals, to the answer or a neighbour (within about 1e-3).
 hint = "the loss is -log p of the true class, with the natural log."
@@ -524,7 +524,7 @@ initial_loss_1000 = np.log(1000)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_initial_loss", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Stored as digests (checks.close_digests): within about 1e-3 of the answer, without printing it.
 hint = "equal logits give p = 1/C for every class, and the loss is -log p of the true class."
 checks.check_close_hash("initial_loss", "initial_loss_1000", initial_loss_1000, ("052056927b3503489d0c8f0457ae0c38abde27fb77992483f1d69fcffed03bf2",
@@ -589,7 +589,7 @@ mean_loss_with_ignored = (0.2 + 1.4 + 0.6) / 3
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_ignored_mean", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Stored as digests (checks.close_digests): within about 1e-3 of the answer, without printing it.
 hint = "the ignored token adds nothing to the sum, and it is not counted in the divisor either."
 checks.check_close_hash("ignored_mean", "mean_loss_with_ignored", mean_loss_with_ignored, ("8bf5bfcf3dc5cbb99bd3bcac21ee6520544b5a80105e613b3235cb25cad7eacc",
@@ -645,7 +645,7 @@ def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_cross_entropy", "locked": true, "points": 14, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def divisor_hint(got, expected):
     if got.ndim == 0 and np.isfinite(got) and np.isfinite(expected) and expected != 0 and 0 < got / expected < 1:
         return (f"your mean is {float(got / expected):.4g} times torch's. Check the two things it depends on: which "
@@ -783,7 +783,7 @@ def softmax_backward(z, grad_out, axis=-1):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_softmax_backward", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def diagonal_only_hint(got, expected):
     if got.shape == expected.shape and np.all(np.isfinite(got)):
         sums = np.abs(np.sum(got, axis=-1))
@@ -927,7 +927,7 @@ def cross_entropy_backward(logits, target, reduction="mean", ignore_index=-100, 
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_cross_entropy_backward", "locked": true, "points": 14, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def ignored_grad_hint(got, expected):
     if got.ndim == 2 and np.any(np.all(expected == 0, axis=1) & np.any(got != 0, axis=1)):
         return "a row whose target is ignore_index is not part of the loss: its gradient row must be zero."
@@ -1103,7 +1103,7 @@ def binary_cross_entropy_with_logits(z, y, reduction="mean"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_binary_cross_entropy_with_logits", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def saturation_hint(got, expected):
     large = np.isfinite(got) & np.isfinite(expected) & (np.abs(expected) > 20)
     if np.any(np.abs(got[large] - expected[large]) > 1):
@@ -1213,7 +1213,7 @@ def mse_loss(pred, target, reduction="mean"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_mse_loss", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def element_mean_hint(got, expected):
     if got.ndim == 0 and np.isfinite(got) and expected != 0 and abs(got / expected - round(got / expected)) < 1e-6 \
             and round(got / expected) > 1:
@@ -1281,7 +1281,7 @@ def l1_loss(pred, target, reduction="mean"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_l1_loss", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 pred = np.array([[1.0, 2.0], [3.0, 4.0]])
 target = np.array([[1.0, 0.0], [5.0, 4.0]])
 checks.expect_raises("l1_loss", ValueError, l1_loss, pred, target, reduction="average")

@@ -79,7 +79,7 @@
 import numpy as np
 
 # The checks compare our code with PyTorch, which loads (a few seconds) when the first test cell runs.
-from autograder import checks
+from autograder.inside import checks
 
 # %% [markdown]
 # ## 1. Computation graphs
@@ -185,7 +185,7 @@ jacobian_forward_passes = 10
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_passes", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Stored as hashes (checks.answer_digest) so that the cell does not print the answers: one reverse
 # pass per output (a row of the Jacobian), one forward pass per input (a column).
 hint = "one reverse pass per output, one forward pass per input (section 2)."
@@ -435,7 +435,7 @@ class Neg(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_add_mul_neg", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Forward against torch, the saved values, and backward against torch autograd and central
 # differences; each check also runs a zero upstream grad and non-contiguous inputs.
 worked_x, worked_y, worked_grad = np.array([1.0, 2.0]), np.array([3.0, -1.0]), np.array([0.5, 2.0])
@@ -501,7 +501,7 @@ class MatMul(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_matmul", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 matmul_saves = lambda A, B, out: [(A, B)]  # noqa: E731
 checks.check_function("matmul", MatMul, "matmul",
                       [checks.case("worked example", np.array([[1.0, 2.0]]), np.array([[3.0], [4.0]]))],
@@ -563,7 +563,7 @@ class Sum(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sum", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 sum_saves = lambda x, out, **options: [(x.shape,)]  # noqa: E731
 sum_x = np.arange(6.0).reshape(2, 3)
 checks.check_function("sum", Sum, "sum", [checks.case("worked example, axis=1", sum_x, axis=1)],
@@ -646,7 +646,7 @@ class Log(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_exp_log", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 exp_saves, log_saves = (lambda x, out: [(out,)]), (lambda x, out: [(x,)])
 checks.check_function("exp_log", Exp, "exp", [checks.case("Exp, worked example", np.array([0.0, np.log(2.0)]))],
                       saves=exp_saves, names=["x"], upstream=np.array([3.0, 3.0]))
@@ -720,7 +720,7 @@ class ReLU(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_tanh_relu", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 tanh_saves, relu_saves = (lambda x, out: [(out,)]), (lambda x, out: [(x,), (x > 0,)])
 
 
@@ -867,7 +867,7 @@ def topological_order(root):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_topological_order", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 class Node(Function):
     """A stand-in operation with any number of inputs: the tests use it to build graphs of any shape."""
 
@@ -1041,7 +1041,7 @@ def backward(root, grad=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_backward", "locked": true, "points": 14, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # check_graph builds each graph on our Tensor (leaves with requires_grad=True), calls .backward()
 # and compares every leaf's .grad with torch autograd and with central differences. The graphs use
 # our operations: if an operation's test above fails, fix that first.
@@ -1120,7 +1120,7 @@ check_long_chain(159, 4_000)
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_backward_rules", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # PyTorch's rules: implicit seed only for one-element roots, leaves accumulate across calls,
 # intermediate nodes and constants get no .grad.
 def rules_graph():
@@ -1218,7 +1218,7 @@ cube_terms = 3
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_fan_out", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Stored as hashes (checks.answer_digest), so that the cell does not print the answers.
 square_hint, cube_hint = ("Mul has two inputs, and in x * x both of them are x.",
                           "count the input slots holding x in both Mul nodes.")

@@ -88,7 +88,7 @@
 import math
 
 import numpy as np
-from autograder import checks
+from autograder.inside import checks
 
 # %% [markdown]
 # ## 1. The engine from unit 1.3
@@ -458,7 +458,7 @@ def broadcast_shape(*shapes):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_broadcast_shape", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def alignment_hint(got, expected):
     if got.shape == expected.shape and sorted(got.tolist()) == sorted(expected.tolist()):
         return "the sizes are right but in the wrong places: align the shapes on the right, padding on the left."
@@ -527,7 +527,7 @@ y_grad_sum_axes = (0, 2)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_broadcast_result", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 for name in ("broadcast_out_shape", "y_grad_sum_axes"):
     assert isinstance(globals()[name], (tuple, list)), f"[broadcast_result] set `{name}` to a tuple of whole numbers."
 checks.check_hash("broadcast_result", "broadcast_out_shape", tuple(int(v) for v in broadcast_out_shape),
@@ -597,7 +597,7 @@ def unbroadcast(grad, shape):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_unbroadcast", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def shape_cases(seed, pairs, label, dtype=np.float64):
     """One case per operand of each pair: a random gradient of the broadcast shape, and the operand's shape."""
     out = []
@@ -651,7 +651,7 @@ terms_in_x_grad = 5
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_bias_grad_terms", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 checks.check_hash("bias_grad_terms", "terms_in_b_grad", terms_in_b_grad,
                   "e29c9c180c6279b0b02abd6a1801c7c04082cf486ec027aa13515e4f3884bb6b",
                   hint="b is broadcast over the batch axis: each b[m] is used once per row of the batch.")
@@ -743,7 +743,7 @@ class Sub(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_add_sub", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Each op on the worked example, on every shape pair of part 2 (including a 0-d scalar on either
 # side) and on random compatible pairs: forward and saved values against torch, backward against
 # torch autograd and central differences with a random, a zero and a non-contiguous case.
@@ -822,7 +822,7 @@ class Div(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_mul_div", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def both_inputs(a, b, out):
     return [(a, b)]
 
@@ -913,7 +913,7 @@ class Sum(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sum", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 x234 = checks.randn(60, 2, 3, 4)
 reductions = [
     checks.case("worked example, axis=(0, 2)", x234, axis=(0, 2)),
@@ -977,7 +977,7 @@ class Mean(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_mean", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 x234 = checks.randn(70, 2, 3, 4)
 means = [
     checks.case("worked example, axis=(0, 2)", x234, axis=(0, 2)),
@@ -1015,7 +1015,7 @@ mean_grad_k = 24
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_mean_count", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 checks.check_hash("mean_count", "mean_grad_k", mean_grad_k,
                   "c2356069e9d1e79ca924378153cfbbfb4d4416b1f99d41a2940bfdb66c5319db",
                   hint="each mean averages the elements along the reduced axes only: multiply their sizes.")
@@ -1083,7 +1083,7 @@ class Transpose(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_reshape_transpose", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 x23 = np.arange(6.0).reshape(2, 3)
 checks.check_function("reshape_transpose", Reshape, "reshape", [
     checks.case("worked example (2, 3) -> (3, 2)", x23, shape=(3, 2)),
@@ -1231,7 +1231,7 @@ class CrossEntropy(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_cross_entropy", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Forward and saved values against torch, backward against torch autograd and central
 # differences, with a random upstream gradient ((N,) for "none"), a zero one and non-contiguous logits.
 def saves_probabilities(logits, target, out, **options):
@@ -1288,7 +1288,7 @@ checks.check_function("cross_entropy", CrossEntropy, "cross_entropy", [c for c i
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_cross_entropy_extreme", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # float32 logits of magnitude 1e3: the loss against torch, and the gradient against torch autograd
 # and central differences (in float64) with random, zero and non-contiguous cases, through forward
 # and backward on a fresh Context.
@@ -1386,7 +1386,7 @@ def branched_loss(x, W, b):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_branched_loss", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The loss against torch's version of the same graph, and the gradients of x, W and b (after
 # backward with a random, then a zero, upstream gradient, and on non-contiguous inputs) against
 # torch autograd and central differences.

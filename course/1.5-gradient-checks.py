@@ -77,7 +77,7 @@
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
-from autograder import checks
+from autograder.inside import checks
 
 # %% [markdown]
 # ## 1. Central differences
@@ -175,7 +175,7 @@ def numerical_gradient(f, x, eps=1e-6):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_numerical_gradient", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 
 
 def np_scalar(v):
@@ -304,7 +304,7 @@ def numerical_vjp(f, x, grad_out, eps=1e-6):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_numerical_vjp", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 
 
 def check_numerical_vjp(label, f, oracle, x, extra=(), seed=0):
@@ -371,7 +371,7 @@ forward_error = 0.01 / 2 * 12 + 0.01**2  # h f''/2 + h^2 f'''/6
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_difference_errors", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The expected errors are the two differences themselves, evaluated in float64 (the hidden part checks
 # that they equal the Taylor error terms). 1e-3 relative: four significant digits.
 h, x0 = 0.01, 2.0
@@ -437,7 +437,7 @@ def relative_error(a, b):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_relative_error", "locked": true, "points": 7, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 
 
 def floor_hint(got, expected):
@@ -1048,7 +1048,7 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_samples=None, seed=0)
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_gradcheck", "locked": true, "points": 16, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 
 
 def offset_op(scale, deltas):
@@ -1205,7 +1205,7 @@ assert tz.grad is None, "[gradcheck] the caller's Tensor got a .grad: wrap a cop
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_gradcheck_error", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 import re
 
 
@@ -1353,7 +1353,7 @@ def step_size_sweep(f, x, steps):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_step_size_sweep", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 
 
 def expected_sweep(f, x, steps):
@@ -1426,7 +1426,7 @@ best_step = SWEEP_STEPS[np.argmin(step_size_sweep(lambda t: (t.tanh() * t.exp())
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_best_step", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The bottom of the float64 V: h* = (3 eps |f| / |f'''|)^(1/3), with eps = 1.1e-16 and |f|, |f'''| of order 1
 # to 10, is near 1e-5; any step from 1e-7 to 1e-4 is accepted (the course spec's range).
 low, high = 1e-7, 1e-4
@@ -1531,7 +1531,7 @@ def kink_mask(x, eps):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_kink_mask", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 
 
 def check_kink_mask(label, x, eps):
@@ -1585,7 +1585,7 @@ kink_value = 0.5 + 3e-7 / (2 * 1e-6)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_kink_value", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The expected value is the central difference of relu itself, in float64 (the hidden part checks it against
 # the formula of the text); 1e-3 absolute allows rounding to three decimals.
 x0, h0 = 3e-7, 1e-6
@@ -1736,7 +1736,7 @@ def find_the_bug(engine):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_find_the_bug", "locked": true, "points": 13, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 
 # Probe inputs for the checks' comparison with the engine of part 2 (inside every domain, away from the kink).
 FIND_PROBES = {"Add": (checks.randn(1, 2, 3), checks.randn(2, 2, 3)), "Sub": (checks.randn(3, 2, 3), checks.randn(4, 1, 3)),

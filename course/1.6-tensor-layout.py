@@ -82,7 +82,7 @@
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import numpy as np
 import torch
-from autograder import checks
+from autograder.inside import checks
 
 # The exercises of this unit where torch is the point: their checks let them call torch.
 TORCH_TASKS = ("shares_storage", "assert_view")
@@ -153,7 +153,7 @@ def contiguous_strides(shape):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_contiguous_strides", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def strides_hint(got, expected, case):
     shape = case.args[0]
     if isinstance(got, tuple) and len(got) == len(expected) and expected:
@@ -215,7 +215,7 @@ def element_offset(index, strides, storage_offset=0):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_element_offset", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def random_index_cases(seed, n, negative=False):
     pick = np.random.default_rng(seed)
     out = []
@@ -263,14 +263,14 @@ y_3_1_0_position = 3 * 1 + 1 * 4 + 0 * 12  # y's strides are (1, 4, 12)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_position_of_element", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 digest = "7902699be42c8a8e46fbbb4501726517e86b22c56a189f7625a6da49081b2451"
 checks.check_hash("position_of_element", "y_3_1_0_position", y_3_1_0_position, digest,
                   hint="y = x.transpose(0, 2) swaps the strides of axes 0 and 2: y's strides are (1, 4, 12).")
 ### BEGIN HIDDEN TESTS
 # Where the stored digest comes from: the element torch finds at y[3, 1, 0].
 assert digest == checks.answer_digest(int(torch.arange(24).reshape(2, 3, 4).transpose(0, 2)[3, 1, 0]))
-from autograder.oracles import ORACLES
+from autograder.outside.oracles import ORACLES
 checks.check_value("position_of_element", "y_3_1_0_position", y_3_1_0_position,
                    ORACLES["element_offset"]((3, 1, 0), (1, 4, 12)))
 ### END HIDDEN TESTS
@@ -331,7 +331,7 @@ def is_contiguous(shape, strides):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_is_contiguous", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def contiguous_hint(got, expected, case):
     shape = case.args[0]
     if expected and 1 in shape:
@@ -363,7 +363,7 @@ checks.check_layout("is_contiguous", is_contiguous, "is_contiguous", [
     checks.case("a negative stride on a size-1 axis (NumPy)", (1, 3), (-3, 1)),
 ] + layout_cases(4, 30) + layout_cases(5, 10, negative=True), hints=[contiguous_hint])
 ### BEGIN HIDDEN TESTS
-from autograder.oracles import ORACLES
+from autograder.outside.oracles import ORACLES
 contiguous_ones = [checks.case(f"contiguous #{i}", shape, ORACLES["contiguous_strides"](shape))
                    for i, (shape, _, _) in enumerate(checks.random_layouts(104, 20))]
 checks.check_layout("is_contiguous", is_contiguous, "is_contiguous",
@@ -419,7 +419,7 @@ def transpose_layout(shape, strides, dim0, dim1, offset=0):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_transpose_layout", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def transpose_cases(seed, n, negative=False):
     pick = np.random.default_rng(seed)
     out = []
@@ -470,8 +470,8 @@ def permute_layout(shape, strides, dims, offset=0):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_permute_layout", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
-from autograder.oracles import ORACLES
+from autograder.inside import checks
+from autograder.outside.oracles import ORACLES
 def permute_cases(seed, n, negative=False):
     pick = np.random.default_rng(seed)
     out = []
@@ -567,7 +567,7 @@ def slice_layout(shape, strides, offset, dim, start, stop, step):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_slice_layout", "locked": true, "points": 9, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def slice_cases(seed, n, negative=False):
     pick = np.random.default_rng(seed)
     out = []
@@ -686,7 +686,7 @@ def expand_layout(shape, strides, new_shape, offset=0):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_expand_layout", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def expand_cases(seed, n):
     pick = np.random.default_rng(seed)
     out = []
@@ -838,7 +838,7 @@ def view_strides(shape, strides, new_shape):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_view_strides", "locked": true, "points": 11, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def new_shape_for(pick, shape):
     """A random shape with as many elements as `shape`: merged or split axes, or a factorisation."""
     numel = int(np.prod(shape))
@@ -956,7 +956,7 @@ shares_d = True   # x[::2] has strides (8, 1): the chunk of 4 splits into (2, 2)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_view_or_copy", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 digests = {"shares_a": "60a33e6cf5151f2d52eddae9685cfa270426aa89d8dbc7dfb854606f1d1a40fe",
            "shares_b": "3cbc87c7681f34db4617feaa2c8801931bc5e42d8d0f560e756dd4cd92885f18",
            "shares_c": "60a33e6cf5151f2d52eddae9685cfa270426aa89d8dbc7dfb854606f1d1a40fe",
@@ -966,7 +966,7 @@ for name, got in [("shares_a", shares_a), ("shares_b", shares_b), ("shares_c", s
                       hint="write down the strides of the tensor before the reshape, find its chunks, and see whether "
                            "the new shape cuts along chunk boundaries; contiguous() copies whenever it changes anything.")
 ### BEGIN HIDDEN TESTS
-from autograder.oracles import ORACLES
+from autograder.outside.oracles import ORACLES
 x = torch.arange(12.).reshape(3, 4)
 for name, got, result in [("shares_a", shares_a, x.t().reshape(12)), ("shares_b", shares_b, x[1:].reshape(8)),
                           ("shares_c", shares_c, x.t().contiguous()), ("shares_d", shares_d, x[::2].reshape(2, 2, 2))]:
@@ -1029,7 +1029,7 @@ def read_through_layout(storage, shape, strides, offset):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_read_through_layout", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def read_cases(seed, n, negative=False, dtype=np.float64):
     """Random layouts over a random storage just large enough (and a few elements more)."""
     pick = np.random.default_rng(seed)
@@ -1086,8 +1086,8 @@ checks.expect_raises("read_through_layout", ValueError, read_through_layout, np.
 # offset $8 + 2 = 10$. The element at index $(0, 1, 3, 2)$ reads position $10 + 0 + 0 + 10 = 20$.
 
 # %% nbgrader={"grade": true, "grade_id": "test_read_through_layout_chain", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
-from autograder.oracles import ORACLES
+from autograder.inside import checks
+from autograder.outside.oracles import ORACLES
 STUDENT_LAYOUT_OPS = {"transpose": transpose_layout, "permute": permute_layout, "expand": expand_layout}
 
 
@@ -1213,7 +1213,7 @@ def shares_storage(t1, t2):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_shares_storage", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def pointer_hint(got, expected, case):
     t1, t2 = case.args
     if expected and not got and t1.data_ptr() != t2.data_ptr():
@@ -1291,8 +1291,8 @@ def assert_view(base, view, shape, strides, offset):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_assert_view", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
-from autograder.oracles import ORACLES
+from autograder.inside import checks
+from autograder.outside.oracles import ORACLES
 def views_of(x):
     """A slice, a transpose and an expand of x, each with the layout numbers torch reports."""
     layout = (tuple(x.shape), x.stride(), x.storage_offset())
@@ -1630,7 +1630,7 @@ class Expand(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_view_ops", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 def view_op_cases(seed, dtype=np.float64):
     a = checks.randn(seed, 2, 3, dtype=dtype)
     b = checks.randn(seed + 1, 3, 1, 4, dtype=dtype)
@@ -1664,7 +1664,7 @@ checks.check_function("view_ops", Expand, "expand", cases["expand"], seed=1)
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_view_ops_invariance", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Relative tolerances of the layout-invariance check: float32 results of a matrix product can
 # differ by an ulp or so when an operand is transposed (the terms are added in another order):
 # 1e-6 is about 8 ulps of float32 (eps = 1.2e-7); float64 gets 1e-12 for the same reason.

@@ -83,7 +83,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from autograder import checks
+from autograder.inside import checks
 
 # %% [markdown]
 # ## 1. Views, copies and aliases
@@ -142,7 +142,7 @@ view_or_copy = {
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_view_or_copy", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 assert isinstance(view_or_copy, dict), "[view_or_copy] set view_or_copy to a dict {expression: True or False}"
 assert set(view_or_copy) == set(VIEW_OR_COPY_EXPRESSIONS), "[view_or_copy] answer every expression of VIEW_OR_COPY_EXPRESSIONS"
 a = np.arange(24.0).reshape(4, 6)
@@ -633,7 +633,7 @@ class Tensor(TensorBase):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_inplace_ops", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # One scenario, run on our Tensor and on torch's: the versions after every edit, whether each
 # in-place op returned the tensor itself, the refused edit of a leaf that requires grad, and the
 # values that every view and the base hold at the end.
@@ -741,7 +741,7 @@ def stale_gradient(x0, w0, delta, grad):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_stale_gradient", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The right gradient against torch autograd and central differences (random and zero upstream
 # gradients, a non-contiguous x0); the stale one against torch's gradient at the edited point x0 + delta.
 # The worked example first.
@@ -842,7 +842,7 @@ class CheckedContext(Context):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_checked_context", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Edit scenarios on y = w * x * x (random upstream gradient): each must raise torch's error with
 # the right versions, or run and give torch's gradient.
 MESSAGE = "one of the variables needed for gradient computation has been modified by an inplace operation: "
@@ -935,7 +935,7 @@ class CopyContext(Context):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_copy_context", "locked": true, "points": 7, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The edits of the check-mode test, in copy mode: torch's gradient at the forward pass's values
 # (random and zero upstream gradients, non-contiguous inputs), and no error.
 def copy_mode_edits(label, x0, w0):
@@ -1198,7 +1198,7 @@ class ReLULayer(Module):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_module", "locked": true, "points": 12, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Each model is written once, against a namespace `nn`, and built twice: with our classes and
 # with torch.nn (by the oracle). Names, order and shapes must agree, and the tree must behave.
 OUR_NN = types.SimpleNamespace(Module=Module, Parameter=Parameter, ReLU=ReLULayer, buffer=np.asarray, tensor=Tensor,
@@ -1307,7 +1307,7 @@ n_trained_numbers = 1000 * 64 + 1000
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_tied_counts", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 checks.check_hash("tied_counts", "n_named_parameters", n_named_parameters,
                   "d4735e3a265e16eee03f59718b9b5d03019c07d8b6c51f90da3a666eec13ab35",
                   hint="a tied Parameter is one object, listed once.")
@@ -1406,7 +1406,7 @@ def state_dict(self):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_state_dict", "locked": true, "points": 7, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Keys, order and shapes against torch's state_dict of the same model; values are the arrays.
 def check_state_dict(build, label):
     model = checks.run_student("state_dict", build, OUR_NN)
@@ -1474,7 +1474,7 @@ def load_state_dict(self, state_dict, strict=True):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_load_state_dict", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Loads that succeed (in place, values copied), and broken dicts whose errors (or returned keys)
 # must equal torch's for the same model and dict. Messages are compared line by line, without
 # trailing spaces, with torch's shapes written as NumPy's: torch.Size([2]) as (2,).
@@ -1624,7 +1624,7 @@ class MLP(Module):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_linear_mlp", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Keys and shapes against torch's nn.Linear and nn.Sequential; the initial values' range; the
 # outputs of a torch model whose weights we copy in by key (through named_parameters).
 def check_linear(n_in, n_out, bias, seed):
@@ -1755,7 +1755,7 @@ class SGD:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sgd", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Several steps against torch.optim.SGD, after every step: the values, the version counters, the
 # arrays updated in place, the gradients left unchanged. One parameter has no grad at step 2.
 def run_sgd(initial, grads, **hyper):

@@ -79,7 +79,7 @@ import warnings
 
 import numpy as np
 
-from autograder import checks
+from autograder.inside import checks
 
 # The one exercise where torch is the point: the differential tests compare our engine with
 # PyTorch. Everywhere else a solution that calls torch earns no points.
@@ -270,7 +270,7 @@ def unbroadcast(grad, shape):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_unbroadcast", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # unbroadcast(G, shape) must equal the gradient of sum(G * broadcast_to(b, G.shape)) with respect to b:
 # the oracle "sum_to" is torch's own adjoint of broadcasting (Tensor.sum_to_size).
 worked_G = np.arange(1.0, 7.0).reshape(2, 3)
@@ -410,7 +410,7 @@ class MatMul(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_binary_ops", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # check_function: forward against torch, backward against torch autograd and central differences
 # (random float64 upstream grad), a zero upstream grad gives zero grads, non-contiguous inputs give
 # the same results. The shape pairs broadcast in every way: prepended axes, stretched size-1 axes
@@ -499,7 +499,7 @@ class Mean(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_reductions", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 x23, x234 = checks.randn(20, 2, 3), checks.randn(21, 2, 3, 4)
 reduction_cases = [checks.case("worked example, axis=1", x23, axis=1),
                    checks.case("axis=(0, 1)", x23, axis=(0, 1)),
@@ -652,7 +652,7 @@ class Transpose(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_unary_ops", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 unary_shapes = [((2, 3),), ((1,),), ((),), ((3, 1, 2),)]
 checks.check_function("unary_ops", Exp, "exp", [checks.case("worked example", np.array([0.0, np.log(2.0)]))]
                       + checks.random_cases(30, unary_shapes, label="Exp"), seed=30)
@@ -747,7 +747,7 @@ class CrossEntropy(Function):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_cross_entropy", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # float64 logits: forward, and the gradient of the logits against torch and central differences.
 # float32 logits of magnitude 1e3: the loss and the gradient of the mean must be finite and match torch.
 def ce_forward(logits, target, **options):
@@ -848,7 +848,7 @@ def backward(root, grad=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_backward", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # check_graph builds each graph on our Tensor and on torch, calls .backward() and compares every
 # leaf's .grad with torch autograd and central differences. Every graph reuses a node.
 def worked_example(x, y):
@@ -895,7 +895,7 @@ _ = checks.check_graph("backward", Tensor, lambda x: (x.T @ x).reshape(-1).tanh(
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_backward_rules", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # torch's rules: implicit seed only for one-element roots, leaves accumulate across calls,
 # intermediate nodes and constants get no .grad, an explicit grad is the seed.
 def rules_graph():
@@ -1061,8 +1061,8 @@ class MLP(Module):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_modules", "locked": true, "points": 6, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
-from autograder import oracles
+from autograder.inside import checks
+from autograder.outside import oracles
 
 
 def check_mlp(sizes, seed, x):
@@ -1148,7 +1148,7 @@ class SGD:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_sgd", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The parameters after each of several steps, against torch.optim.SGD fed the same gradients.
 def sgd_trajectory(p0, grads, lr, momentum=0.0, weight_decay=0.0):
     p, idle = Parameter(p0.copy()), Parameter(p0.copy())
@@ -1339,7 +1339,7 @@ fd_step_exponent = -5
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "test_fd_step", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 checks.check_hash("fd_step", "fd_step_exponent", fd_step_exponent,
                   "37aa1ccf80e481832b2db282d4d4f895ee1e31219b7d0f6aee8dc8968828341b",
                   hint="minimise h^2 + eps/h: the derivative 2h - eps/h^2 vanishes at h = (eps/2)^(1/3).")
@@ -1527,7 +1527,7 @@ def branched_graph_test(engine):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_differential_tests", "locked": true, "points": 20, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # Our tests must pass on our own engine (a test that fails a correct engine is worth nothing),
 # and catch the five example bugs. When graded, they also run against a correct reference engine
 # (where they must pass) and against engines with planted bugs: the score is 20 points times the
@@ -1541,7 +1541,7 @@ for name, (bug, what) in example_bugs().items():
         "engine.Op.apply(...) (operators would use another engine's ops), use random upstream gradients and "
         "random broadcast shape pairs, and reuse a node (x * x) in the branched graph.")
 ### BEGIN HIDDEN TESTS
-from autograder import torch_engine
+from autograder.outside import torch_engine
 reference = torch_engine.torch_engine()
 R = reference
 
@@ -1733,7 +1733,7 @@ def fit(X, y, sizes, lr, momentum, steps, seed=0):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_train_step", "locked": true, "points": 8, "schema_version": 3, "solution": false, "task": false}
-from autograder import checks
+from autograder.inside import checks
 # The first step's gradients against a torch copy of the same model (float64), then a whole run.
 def first_step(X, y, W1, b1, W2, b2):
     model = MLP([W1.shape[1], W1.shape[0], W2.shape[0]], rng=0)

@@ -15,8 +15,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from autograder import build
-from autograder.student_repo import TORCH_CPU_INDEX  # the tests install without it: see pip_install
+from autograder.outside import build
+from autograder.outside.student_repo import TORCH_CPU_INDEX  # the tests install without it: see pip_install
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_PACKAGES = {"python", "pip"}
@@ -53,7 +53,7 @@ def check_pins(env):
         assert name in want, f"environment.yml names {name}, pyproject.toml does not"
         assert spec == want[name], f"{name}: environment.yml pins {spec or 'nothing'}, pyproject.toml {want[name] or 'nothing'}"
     python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python="))
-    assert python == f"python={build.PYTHON_VERSION}", "pin the Python that autograder/build.py writes into the notebooks"
+    assert python == f"python={build.PYTHON_VERSION}", "pin the Python that autograder/outside/build.py writes into the notebooks"
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert build.PYTHON_VERSION in SpecifierSet(requires)
     assert TORCH_CPU_INDEX in pip and "torch==2.13.0" in pip, "torch comes from PyTorch's CPU-only wheel index"

@@ -19,11 +19,11 @@ import json
 import nbformat
 import pytest
 
-from autograder import catalogue, grading
-from autograder.audit import KINDS, Flag, audit_notebook, audit_submission_dir
-from autograder.course import BY_ID, authored
-from autograder.grading import cell
-from autograder.grading import cell_index as index
+from autograder.outside import catalogue, grading
+from autograder.outside.audit import KINDS, Flag, audit_notebook, audit_submission_dir
+from autograder.outside.course import BY_ID, authored
+from autograder.outside.grading import cell
+from autograder.outside.grading import cell_index as index
 
 AID = "1.2-softmax-cross-entropy"
 CELL = "softmax"  # the solution cell the code patterns are appended to
@@ -94,9 +94,9 @@ PATTERNS = [
     ("torch class", "import torch\ntorch.Tensor.__eq__ = lambda a, b: True", "monkeypatch"),
     ("checks function", "checks.assert_close = lambda *a, **k: None", "monkeypatch"),
     ("checks via from-import",
-     "from autograder import checks as c\nc.run_student = lambda task, fn, *a, **k: fn(*a, **k)", "monkeypatch"),
+     "from autograder.inside import checks as c\nc.run_student = lambda task, fn, *a, **k: fn(*a, **k)", "monkeypatch"),
     ("checks globals", "g = checks.assert_close.__globals__\ng['_close'] = lambda *a: True", "monkeypatch"),
-    ("autograder package", "import autograder.checks\nautograder.checks.CheckFailure = Warning", "monkeypatch"),
+    ("autograder package", "import autograder.inside.checks\nautograder.inside.checks.CheckFailure = Warning", "monkeypatch"),
     ("builtins module", "import builtins\nbuiltins.isinstance = lambda *a: True", "monkeypatch"),
     ("__builtins__ attribute", "__builtins__.abs = lambda x: 0", "monkeypatch"),
     ("__builtins__ item", "__builtins__['abs'] = lambda x: 0", "monkeypatch"),
@@ -107,7 +107,7 @@ PATTERNS = [
     ("rebind checks by def", "def checks():\n    pass", "shadowing", 1),
     ("global rebinding", "def f():\n    global checks\n    checks = None", "shadowing"),
     ("delete checks", "del checks", "shadowing"),
-    ("sys.modules item", "import sys\nsys.modules['autograder.checks'] = object()", "import-system"),
+    ("sys.modules item", "import sys\nsys.modules['autograder.inside.checks'] = object()", "import-system"),
     ("sys.modules pop", "import sys\nsys.modules.pop('numpy')", "import-system"),
     ("sys.modules del", "import sys\ndel sys.modules['torch']", "import-system"),
     ("sys.modules aliased", "from sys import modules\nmodules['numpy'] = None", "import-system"),
@@ -342,9 +342,9 @@ def test_renamed_notebook_is_named_in_the_flag(tmp_path, reference):
 
 def test_files_that_shadow_imports_are_flagged(tmp_path, reference):
     nbformat.write(reference, notebook_path(tmp_path))
-    (tmp_path / "autograder").mkdir()
+    (tmp_path / "autograder" / "inside").mkdir(parents=True)
     (tmp_path / "autograder" / "__init__.py").write_text("")
-    (tmp_path / "autograder" / "checks.py").write_text("def against_torch(*a, **k):\n    pass\n")
+    (tmp_path / "autograder" / "inside" / "checks.py").write_text("def against_torch(*a, **k):\n    pass\n")
     (tmp_path / "numpy.py").write_text("")
     flags = audit_submission_dir(tmp_path, BY_ID[AID].source_path())
     assert [(f.kind, f.cell) for f in flags] == [("shadowing-file", "autograder"), ("shadowing-file", "numpy.py")]

@@ -5,7 +5,7 @@ One JupyterLab server on loopback runs in the student environment (the student r
 repository's venv as the kernel's Python. One headless Chromium (Debian's ``/usr/bin/chromium``,
 which ``make venv`` installs; Playwright never downloads a browser) opens each notebook twice:
 
-* solved (:func:`autograder.grading.reference_submission`): Restart & Run All (JupyterLab's own
+* solved (:func:`autograder.outside.grading.reference_submission`): Restart & Run All (JupyterLab's own
   command) leaves no error output and no stderr; the math renders with no MathJax error; the
   figure is a live widget, and moving one of its controls redraws it; Validate says "Success";
 * unsolved (the release notebook): Validate lists every test cell as failing, and after Restart &
@@ -24,8 +24,8 @@ import nbformat
 import pytest
 
 import pg
-from autograder import grading, student_repo
-from autograder.course import ROOT, authored
+from autograder.outside import grading, student_repo
+from autograder.outside.course import ROOT, authored
 
 pytestmark = pytest.mark.xdist_group("browser")
 CHROMIUM = "/usr/bin/chromium"

@@ -5,8 +5,8 @@ import nbformat
 import pytest
 from nbgrader.nbgraderformat import MetadataValidator
 
-from autograder import build, release
-from autograder.course import authored
+from autograder.outside import build, release
+from autograder.outside.course import authored
 
 UNITS = authored()
 IDS = [a.id for a in UNITS]

@@ -1,4 +1,4 @@
-"""autograder.checks: oracles that fail for wrong answers, explain themselves, and can't be fooled."""
+"""autograder.inside.checks: oracles that fail for wrong answers, explain themselves, and can't be fooled."""
 import subprocess
 import sys
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks
+from autograder.inside import checks
 
 
 def softmax(z, axis=-1):
@@ -144,7 +144,7 @@ def test_checks_work_without_engine_ref():
     code = (
         "import sys; sys.modules['engine_ref'] = None\n"
         "import numpy as np\n"
-        "from autograder import checks\n"
+        "from autograder.inside import checks\n"
         "f = lambda z, axis=-1: np.exp(z - z.max(axis, keepdims=True)) / np.exp(z - z.max(axis, keepdims=True)).sum(axis, keepdims=True)\n"
         "checks.against_torch('softmax', f, 'softmax', [checks.case('x', checks.randn(0, 3, 4))])\n"
         "assert 'engine_ref' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]\n"
@@ -175,7 +175,7 @@ def test_check_value_uses_a_tolerance():
 # --- units 1.1-1.3 (pilot) --------------------------------------------------------------------
 def test_importing_the_checks_does_not_load_torch():
     """The setup cell stays fast: torch is loaded when a check first needs it, or at seal()."""
-    code = ("import sys\nfrom autograder import checks\nassert 'torch' not in sys.modules\n"
+    code = ("import sys\nfrom autograder.inside import checks\nassert 'torch' not in sys.modules\n"
             "checks.check_value('t', 'x', 1.0, 1.0)\nassert 'torch' not in sys.modules\n"
             "checks.seal()\nassert 'torch' in sys.modules and checks.oracles is not None\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -184,7 +184,7 @@ def test_importing_the_checks_does_not_load_torch():
 
 def test_torch_is_bound_at_seal_before_notebook_code_can_change_it():
     code = (
-        "import numpy as np\nfrom autograder import checks\nchecks.seal()\nimport torch\n"
+        "import numpy as np\nfrom autograder.inside import checks\nchecks.seal()\nimport torch\n"
         "torch.softmax = lambda z, dim: z\ntorch.Tensor.__sub__ = lambda a, b: a\n"
         "def naive(z, axis=-1):\n    e = np.exp(z - z.max(axis=axis, keepdims=True)) + 1\n"
         "    return e / e.sum(axis=axis, keepdims=True)\n"
@@ -324,7 +324,7 @@ BROADCAST_CELLS = ("test_broadcast_shape", "test_unbroadcast", "test_add_sub", "
 
 
 def test_student_seed_is_stable_per_student_and_differs_between_students(monkeypatch):
-    from autograder import sandbox
+    from autograder.outside import sandbox
 
     monkeypatch.delenv(checks.STUDENT_SEED_VARIABLE, raising=False)
     default = checks.student_seed("salt")
@@ -356,8 +356,8 @@ def _drawn_cases(monkeypatch, student):
 
     import nbformat
 
-    from autograder import grading, sandbox
-    from autograder.course import BY_ID
+    from autograder.outside import grading, sandbox
+    from autograder.outside.course import BY_ID
 
     monkeypatch.setattr(checks, "_student_seed", None if student is None else sandbox.seed_for(SEEDED, student))
     recorded = []

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from autograder import catalogue, grader, grading, state
-from autograder.course import nbgrader_env
+from autograder.outside import catalogue, grader, grading, state
+from autograder.outside.course import nbgrader_env
 
 import pg
 

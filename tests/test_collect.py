@@ -1,4 +1,4 @@
-"""``autograder.collect``: folders, LMS zips and nbgrader's exchange land in ``submitted/``.
+"""``autograder.outside.collect``: folders, LMS zips and nbgrader's exchange land in ``submitted/``.
 
 Every test collects into a scratch course; the repository's own ``submitted/`` and exchange are
 never written. The submissions are the unit's reference solution and its blank release.
@@ -12,9 +12,9 @@ import nbformat
 import pytest
 from nbgrader.utils import parse_utc, temp_attrs
 
-from autograder import grading
-from autograder.collect import CollectError, collect
-from autograder.course import BY_ID, COURSE_ID, nbgrader_api
+from autograder.outside import grading
+from autograder.outside.collect import CollectError, collect
+from autograder.outside.course import BY_ID, COURSE_ID, nbgrader_api
 
 AID = "1.2-softmax-cross-entropy"
 A = BY_ID[AID]

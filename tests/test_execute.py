@@ -1,8 +1,8 @@
 """The grader's executor reads every execute_reply at once, even while an ipywidgets Output
-widget makes nbclient send comm messages on the shell channel (issue 8's stall, autograder/execute.py).
+widget makes nbclient send comm messages on the shell channel (issue 8's stall, autograder/outside/execute.py).
 
 With nbclient's own Output mimic, the cell below waited for its whole time limit in 20 of 300
-runs on this machine (benchmarks/RESULTS.md); with :class:`autograder.execute.OutputWidget`, in
+runs on this machine (benchmarks/RESULTS.md); with :class:`autograder.inside.output_widget.OutputWidget`, in
 none. Removing the fix makes this test fail with a probability above 99% ((1 - 20/300) ** 100 < 0.001).
 """
 import time
@@ -10,7 +10,8 @@ import time
 import nbformat
 from nbclient import NotebookClient
 
-from autograder.execute import BoundedExecute, OutputWidget
+from autograder.inside.output_widget import OutputWidget
+from autograder.outside.execute import BoundedExecute
 
 CELL_TIMEOUT = 3  # seconds: the stalled cell waits exactly this long; a normal one takes about 0.2 s here
 RUNS = 100
@@ -43,3 +44,23 @@ def test_no_cell_waits_for_its_time_limit_while_an_output_widget_syncs():
                 slow.append(run)
             assert cell.outputs == [], "the widget, not the cell, keeps what is printed inside it"
     assert not slow, f"runs {slow} of {RUNS} waited for the cell time limit although the kernel had answered"
+
+
+def test_a_learners_progress_run_uses_it_too(monkeypatch, tmp_path):
+    """autograder.inside.progress runs a learner's saved notebooks with the same mimic (its figures draw
+    into Output widgets too)."""
+    from autograder.inside import progress
+
+    made = []
+
+    class Spy(NotebookClient):
+        def execute(self, **kwargs):
+            made.append(self)
+            raise RuntimeError("not run here")
+
+    monkeypatch.setattr(progress, "NotebookClient", Spy)
+    path = tmp_path / "1.1-unit" / "unit.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
+    progress.run_unit(path)
+    assert made and made[0].widget_registry["@jupyter-widgets/output"]["OutputModel"] is OutputWidget

@@ -18,10 +18,10 @@ import re
 import nbformat
 import pytest
 
-from autograder import grading
-from autograder.catalogue import Variant
-from autograder.course import BY_ID, nbgrader_api
-from autograder.feedback import HideHiddenTests, generate_feedback
+from autograder.outside import grading
+from autograder.outside.catalogue import Variant
+from autograder.outside.course import BY_ID, nbgrader_api
+from autograder.outside.feedback import HideHiddenTests, generate_feedback
 
 pytestmark = pytest.mark.xdist_group("feedback")
 

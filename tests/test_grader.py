@@ -10,8 +10,8 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from autograder import catalogue, grader, grading, state
-from autograder.course import BY_ID, nbgrader_env
+from autograder.outside import catalogue, grader, grading, state
+from autograder.outside.course import BY_ID, nbgrader_env
 
 import pg
 
@@ -62,7 +62,7 @@ def test_parallel_scores_equal_plain_nbgrader_cell_by_cell(sqlite_run, plain_sco
 
 def test_in_kernel_verdicts_equal_plain_nbgrader_cell_by_cell(mixed_class, plain_scores, tmp_path):
     """With --in-kernel the test cells run in the student's kernel, as plain nbgrader runs them
-    (the default, above, runs them in the worker: autograder.verdicts): the same scores."""
+    (the default, above, runs them in the worker: autograder.outside.verdicts): the same scores."""
     db_url = state.sqlite_url(tmp_path)
     _course(tmp_path, mixed_class, db_url)
     records = grader.grade(tmp_path, AID, _options(db_url, in_kernel=True))
@@ -156,8 +156,8 @@ def test_grade_without_the_source_says_in_one_line_what_to_run(mixed_class, tmp_
 
 
 def test_course_defaults_to_the_current_folder_when_it_holds_source(tmp_path, monkeypatch):
-    from autograder import cli
-    from autograder.course import ROOT
+    from autograder.outside import cli
+    from autograder.outside.course import ROOT
 
     monkeypatch.chdir(tmp_path)
     assert cli.default_course() == str(ROOT)
@@ -168,7 +168,7 @@ def test_course_defaults_to_the_current_folder_when_it_holds_source(tmp_path, mo
 # --- per-student hidden draws ---
 SEEDED = "1.4-broadcasting"  # a unit whose hidden test cells draw per-student cases
 # What the checks draw from, printed after trying to choose it (the grader's seed is set once).
-PROBE = ("from autograder import checks\n"
+PROBE = ("from autograder.inside import checks\n"
          "try:\n    checks.set_student_seed(0)\nexcept RuntimeError:\n    print('seed refused')\n"
          "print('student seed:', checks.student_seed('probe'))")
 
@@ -186,7 +186,8 @@ def test_each_student_draws_own_hidden_cases_and_the_reference_keeps_full_marks(
     """The grader hands the kernel the seed of (assignment, student): the reference solution,
     with a cell that prints what the checks draw from, graded as two students, on the local pool
     and through Dask."""
-    from autograder import checks, sandbox
+    from autograder.inside import checks
+    from autograder.outside import sandbox
 
     nb = grading.reference_submission(SEEDED)
     grading.cell(nb, "broadcast_shape").source += "\n" + PROBE

@@ -19,8 +19,8 @@ import pytest
 
 import nbformat
 
-from autograder import catalogue, grader, grading, state, template
-from autograder.course import authored
+from autograder.outside import catalogue, grader, grading, state, template
+from autograder.outside.course import authored
 
 UNITS = [a for a in authored() if catalogue.load(a.id)]
 _RESULTS = {}

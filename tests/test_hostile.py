@@ -2,7 +2,7 @@
 
 One scratch course holds two well-behaved students (the reference solution, graded first and
 last) and one student per hostile case, each built from the reference submission of unit 1.2
-by changing one thing. The whole class is graded once, through :func:`autograder.grader.grade`
+by changing one thing. The whole class is graded once, through :func:`autograder.outside.grader.grade`
 with its sandboxed workers; then each case is its own test, which checks that the submission
 was graded correctly (a tampering submission earns nothing it did not earn honestly) or was
 given 0 with a clear reason, that the batch finished, and that the well-behaved students kept
@@ -21,10 +21,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import grader, grading, sandbox, state
-from autograder.course import BY_ID, ROOT
-from autograder.grading import cell
-from autograder.grading import cell_index as index
+from autograder.outside import grader, grading, sandbox, state
+from autograder.outside.course import BY_ID, ROOT
+from autograder.outside.grading import cell
+from autograder.outside.grading import cell_index as index
 
 pytestmark = pytest.mark.xdist_group("hostile")  # one batch, graded once, on one xdist worker
 
@@ -143,8 +143,8 @@ SUBMISSIONS = {
     "tamper-checks-tables": lambda course: edited("softmax", WRONG_SOFTMAX + (
         "\nchecks.DEFAULT_TOL['float64'] = checks.DEFAULT_TOL['float32'] = (1e300, 1e300)\n"), replace=True),
     "tamper-sys-modules": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + FAKE_CHECKS + (
-        "import sys\nsys.modules['autograder.checks'] = _Pass()\nsys.modules['autograder'].checks = _Pass()\n"
-        "from autograder import checks as _c\n"), replace=True),
+        "import sys\nsys.modules['autograder.inside.checks'] = _Pass()\nsys.modules['autograder.inside'].checks = _Pass()\n"
+        "from autograder.inside import checks as _c\n"), replace=True),
     "tamper-checks-name": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + FAKE_CHECKS + "checks = _Pass()",
                                                 replace=True),
     "escape": lambda course: edited("logsumexp", escape_attempts(course)),
@@ -193,11 +193,11 @@ class _Pass:
 class _Fake:
     checks = _Pass()
 def _hook(name, *args, **kwargs):
-    return _Fake() if name == "".join(["auto", "grader"]) else _real(name, *args, **kwargs)
+    return _Fake() if name == "".join(["auto", "grader.inside"]) else _real(name, *args, **kwargs)
 setattr(_b, "".join(["__imp", "ort__"]), _hook)
 """
 SEALED_DICT = """
-_c = __import__("".join(["autograder.", "checks"]), fromlist=["_"])
+_c = __import__("".join(["autograder.inside.", "checks"]), fromlist=["_"])
 getattr(_c, "".join(["__di", "ct__"]))["".join(["assert", "_close"])] = lambda *args, **kwargs: None
 """
 SETTRACE = """
@@ -261,9 +261,10 @@ def _extra_files(course):
     folder = course / "submitted" / "extra-files" / AID
     (folder / "numpy.py").write_text("raise SystemExit('the fake numpy was imported')\n")
     (folder / "torch.py").write_text("raise SystemExit('the fake torch was imported')\n")
-    (folder / "autograder").mkdir()
+    (folder / "autograder" / "inside").mkdir(parents=True)
     (folder / "autograder" / "__init__.py").write_text("")
-    (folder / "autograder" / "checks.py").write_text(FAKE_CHECKS + "import sys\nsys.modules[__name__] = _Pass()\n")
+    (folder / "autograder" / "inside" / "__init__.py").write_text("")
+    (folder / "autograder" / "inside" / "checks.py").write_text(FAKE_CHECKS + "import sys\nsys.modules[__name__] = _Pass()\n")
     (folder / "data.bin").write_bytes(os.urandom(1 << 20))
 
 
@@ -399,7 +400,7 @@ def test_100_mb_of_output_is_graded_and_not_kept(batch):
 
 
 def test_output_past_the_ceiling_is_dropped_but_stderr_and_errors_stay_visible():
-    from autograder.execute import BoundedExecute
+    from autograder.outside.execute import BoundedExecute
 
     def msg(msg_type, **content):
         return {"msg_type": msg_type, "header": {"msg_type": msg_type}, "parent_header": {}, "content": content}
@@ -454,7 +455,7 @@ def test_replacing_the_checks_in_sys_modules_earns_nothing(batch):
 
 
 def test_rebinding_the_name_checks_earns_nothing_and_is_flagged(batch):
-    """Every test cell binds the real checks again (`from autograder import checks`)."""
+    """Every test cell binds the real checks again (`from autograder.inside import checks`)."""
     assert_graded(batch, "tamper-checks-name", SOFTMAX_LOST)
     assert "shadowing" in flag_kinds(batch, "tamper-checks-name")
 
@@ -681,7 +682,7 @@ def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bw
     for folder in ("submitted/s", "source", "autograded/s"):
         (tmp_path / folder / AID).mkdir(parents=True)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "import resource, sys\nfrom autograder import checks\n"
+        "import resource, sys\nfrom autograder.inside import checks\n"
         "print(resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_NPROC), "
         "sys.flags.safe_path, type(checks).__name__)")])
     config = Config()
@@ -785,7 +786,7 @@ def test_torch_is_not_there_to_delegate_to(trusted_batch):
 @TRUSTED
 def test_the_hidden_tests_never_enter_the_kernel(trusted_batch):
     printed = trusted_batch.outputs("reads-hidden", None)
-    assert "from autograder import checks" in printed  # In was printed: the setup cell is there
+    assert "from autograder.inside import checks" in printed  # In was printed: the setup cell is there
     assert "BEGIN HIDDEN TESTS" not in printed and "against_torch" not in printed
     assert trusted_batch.lost("reads-hidden") == []
 
@@ -995,7 +996,7 @@ def test_the_workers_log_cannot_be_read_forged_or_truncated(worker_sequence):
 
 def test_feedback_never_shows_what_the_students_code_printed(worker_sequence):
     """An extra last cell prints ``In`` and linecache, which hold every cell run, hidden tests included."""
-    from autograder.feedback import generate_feedback
+    from autograder.outside.feedback import generate_feedback
 
     batch = worker_sequence
     assert "BEGIN HIDDEN TESTS" in batch.outputs("i-leak", None)  # the attack works in the kernel

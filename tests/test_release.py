@@ -1,4 +1,4 @@
-"""``autograder.release``: only leak-free, gradebook-registered notebooks reach the exchange.
+"""``autograder.outside.release``: only leak-free, gradebook-registered notebooks reach the exchange.
 
 Every test works in a scratch course directory and a scratch exchange; the repository's own
 gradebook and exchange are never written.
@@ -7,8 +7,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import build, release
-from autograder.course import ASSIGNMENTS, BY_ID
+from autograder.outside import build, release
+from autograder.outside.course import ASSIGNMENTS, BY_ID
 
 AID = "1.2-softmax-cross-entropy"
 A = BY_ID[AID]

@@ -23,10 +23,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import grading
-from autograder.catalogue import Variant
-from autograder.course import BY_ID
-from autograder.report import first_sentence, normalise, write_report
+from autograder.outside import grading
+from autograder.outside.catalogue import Variant
+from autograder.outside.course import BY_ID
+from autograder.outside.report import first_sentence, normalise, write_report
 
 pytestmark = pytest.mark.xdist_group("report")
 

@@ -18,13 +18,13 @@ import yaml
 
 import environments
 import pg
-from autograder import build, release, solutions, student_repo
-from autograder.course import BY_ID, ROOT
+from autograder.outside import build, release, solutions, student_repo
+from autograder.outside.course import BY_ID, ROOT
 
 pytestmark = pytest.mark.xdist_group("student-repo")
 SOLVED, UNSOLVED = BY_ID["1.2-softmax-cross-entropy"], BY_ID["1.1-affine-logits"]
-INSTRUCTOR_MODULES = ("cli", "grader", "worker", "sandbox", "zygote", "release", "collect", "feedback", "report",
-                      "audit", "build", "grading", "catalogue", "student_repo", "solutions", "progress")
+INSTRUCTOR_MODULES = ("cli", "grader", "worker", "sandbox", "verdicts", "torch_engine", "release", "collect", "feedback",
+                      "report", "audit", "build", "grading", "catalogue", "student_repo", "solutions")
 # Run a notebook in the venv's own kernel, errors kept as outputs; write the executed copy.
 RUN = """
 import sys
@@ -88,7 +88,7 @@ def test_leak_check_can_fail(repo, tmp_path):
     solution = sorted(release.hidden_lines(source, starts=("### BEGIN SOLUTION",)) - published)[0]
     hidden = sorted(release.hidden_lines(source, starts=("### BEGIN HIDDEN TESTS",)) - published)[0]
     engine = sorted(release.engine_ref_lines() - published)[0]
-    for where, text in [("autograder/checks.py", solution), ("README.md", engine), ("LICENSE", hidden),
+    for where, text in [("autograder/inside/checks.py", solution), ("README.md", engine), ("LICENSE", hidden),
                         ("start", "### BEGIN HIDDEN TESTS"), ("engine_ref/__init__.py", "")]:
         copy = tmp_path / where.replace("/", "_")
         shutil.copytree(repo, copy)
@@ -105,14 +105,17 @@ def test_leak_check_can_fail(repo, tmp_path):
 
 
 def test_the_package_is_the_checks_and_what_they_need(repo):
-    modules = {p.stem for p in (repo / "autograder").glob("*.py")}
-    assert modules == {"__init__", *student_repo.package_modules()}
-    assert {"checks", "oracles"} <= modules and not modules & set(INSTRUCTOR_MODULES)
-    for path in (repo / "autograder").glob("*.py"):
+    modules = {p.relative_to(repo / "autograder").with_suffix("").as_posix().replace("/", ".")
+               for p in (repo / "autograder").rglob("*.py")}
+    inside = {f"inside.{p.stem}" for p in (ROOT / "autograder" / "inside").glob("*.py")}
+    assert modules == {"__init__", "inside.__init__", "outside.__init__", *student_repo.package_modules()}
+    assert inside | {"outside.oracles"} <= modules and not {m.split(".")[-1] for m in modules} & set(INSTRUCTOR_MODULES)
+    for path in (repo / "autograder").rglob("*.py"):
         text = path.read_text()
         assert "import nbgrader" not in text and "from nbgrader" not in text, path
     project = (repo / "pyproject.toml").read_text()
-    assert "[project.scripts]" not in project and 'packages = ["autograder"]' in project
+    assert "[project.scripts]" not in project
+    assert 'packages = ["autograder", "autograder.inside", "autograder.outside"]' in project
 
 
 def test_environment_and_requirements_pin_what_pyproject_pins(repo):
@@ -155,10 +158,10 @@ def test_cli_writes_the_repository(tmp_path):
 # --- in a fresh venv ----------------------------------------------------------------------
 def test_fresh_venv_has_the_student_package_only(repo, venv):
     done = environments.run(venv, """
-import importlib.util, autograder.checks, autograder, torch
+import importlib.util, autograder.inside.checks, autograder, torch
 print(autograder.__file__)
 print(torch.__version__)
-print([m for m in ("engine_ref", "autograder.cli", "autograder.grader") if importlib.util.find_spec(m)])
+print([m for m in ("engine_ref", "autograder.outside.cli", "autograder.outside.grader") if importlib.util.find_spec(m)])
 """, repo.parent)
     assert done.returncode == 0, done.stderr
     where, torch_version, instructor = done.stdout.split("\n")[:3]

@@ -8,8 +8,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 from nbclient import NotebookClient
 
-from autograder import build, release, solutions, template
-from autograder.course import ROOT, authored
+from autograder.outside import build, release, solutions, template
+from autograder.outside.course import ROOT, authored
 
 UNITS = authored()
 

@@ -5,8 +5,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder import template
-from autograder.course import authored
+from autograder.outside import template
+from autograder.outside.course import authored
 
 UNITS = authored()
 

@@ -1,11 +1,11 @@
-"""autograder.torch_engine, the engine the unit 1.8 grader runs students' differential tests against,
+"""autograder.outside.torch_engine, the engine the unit 1.8 grader runs students' differential tests against,
 agrees with the reference engine: the same values and gradients, the same SGD steps, torch's
 rules in backward, and replaced parts are used by the engine's own operators."""
 import numpy as np
 import pytest
 
 import engine_ref
-from autograder import torch_engine
+from autograder.outside import torch_engine
 
 
 def branched(E, x, b, W, target):

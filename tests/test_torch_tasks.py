@@ -10,7 +10,7 @@ import ast
 import nbformat
 import pytest
 
-from autograder.course import authored
+from autograder.outside.course import authored
 
 UNITS = authored()
 

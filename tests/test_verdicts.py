@@ -1,12 +1,12 @@
-"""Trusted verdicts: the wire format, and test cells run outside a real kernel (autograder.verdicts)."""
+"""Trusted verdicts: the wire format, and test cells run outside a real kernel (autograder.outside.verdicts)."""
 import json
 
 import jupyter_client
 import numpy as np
 import pytest
 
-from autograder import verdicts
-from autograder.wire import Codec, WireError
+from autograder.outside import verdicts
+from autograder.inside.wire import Codec, WireError
 
 
 def pair():
@@ -94,7 +94,7 @@ def run(kernel, student_code, test_code):
 
 
 TEST = """
-from autograder import checks
+from autograder.inside import checks
 checks.against_torch("relu", relu, "relu", [checks.case("strided", checks.strided(checks.randn(1, 4, 6)))])
 x = np.array([-1.0, 2.0])
 checks.run_student("relu", relu, x)
@@ -126,10 +126,10 @@ import builtins, json, sys
 import numpy as np
 def relu(x):
     return x
-rec = sys.modules['autograder.recording']
+rec = sys.modules['autograder.inside.recording']
 def serve():
     import zmq
-    from autograder.wire import Codec
+    from autograder.inside.wire import Codec
     codec = Codec('k', lambda o: ('handle', 1), lambda kind, h: None)
     reply, seq, sock = {'ready': True}, 0, None
     while True:
@@ -156,7 +156,7 @@ def serve():
             reply = {'value': call['args'][-1] if call['args'] else None, 'warnings': [], 'delegated': []}
 rec.serve = serve
 """
-    run(kernel, "import autograder.recording", "")
+    run(kernel, "import autograder.inside.recording", "")
     (out,) = run(kernel, forge, TEST)
     kernel[1].execute_interactive("import importlib; importlib.reload(rec)", timeout=60, output_hook=lambda m: None)
     assert out["output_type"] == "error" and "[relu] case 'strided'" in out["evalue"], out
@@ -164,7 +164,7 @@ rec.serve = serve
 
 def test_hidden_draws_are_the_students_own(kernel):
     """The worker draws a student's hidden cases with that student's seed (as the kernel would)."""
-    from autograder import checks
+    from autograder.inside import checks
 
     printed = []
     for seed in (11, 12):
@@ -235,3 +235,20 @@ def test_a_student_cell_cannot_replace_a_helper_of_the_tests(kernel):
     kc.execute_interactive("def judge(x):\n    pass\ndef double(x):\n    return x", timeout=60, output_hook=lambda m: None)
     (out,) = verdicts.run_test_cell(remote, "judge(3)", namespace)
     assert out["output_type"] == "error" and "wrong" in out["evalue"], out
+
+
+def test_a_class_in_the_hidden_part_never_enters_the_kernel(kernel):
+    """Making a class on a student's class sends its text to the kernel: from a hidden part it is refused.
+    The notebook listens where such text would arrive (the recording's `define`), and hears nothing."""
+    student = ("import autograder.inside.recording as rec\n"
+               "heard, define = [], rec.BUILTINS['define']\n"
+               "rec.BUILTINS['define'] = lambda source, name: heard.append(source) or define(source, name)\n"
+               "class Module:\n    pass\n")
+    test = ("### BEGIN HIDDEN TESTS\nclass Probe(Module):\n    pass\n### END HIDDEN TESTS\n")
+    ((out,),) = run_cells(kernel, student, test)
+    km, kc = kernel
+    seen = []
+    kc.execute_interactive("print(len(heard)); rec.BUILTINS['define'] = define", timeout=60,
+                           output_hook=lambda m: seen.append(m["content"].get("text", "")))
+    assert out["output_type"] == "error" and "hidden part" in out["evalue"], out
+    assert "".join(seen).strip() == "0"

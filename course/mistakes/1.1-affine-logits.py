@@ -5,7 +5,7 @@ must lose points; later exercises reuse earlier ones (``mlp_logits`` calls ``lin
 default, ``relu``; ``silu`` and ``sigmoid_backward`` call ``sigmoid``), so a mistake that shows
 on the later tests' inputs also loses there. Every other cell must keep its points.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 VARIANTS = [
     # --- linear -----------------------------------------------------------------------------

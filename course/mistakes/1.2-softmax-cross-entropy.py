@@ -6,7 +6,7 @@ must lose points; later exercises reuse earlier ones (``log_softmax`` calls ``lo
 mistake that shows on the later tests' inputs also loses there. Every other cell must keep its
 points.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 REDUCTION_CHECK = '''if reduction not in ("none", "mean", "sum"):
     raise ValueError(f"{reduction} is not a valid value for reduction")

@@ -3,7 +3,7 @@
 Every test graph in ``test_backward`` runs the student's own operations, so a mistake in an
 operation that those graphs use also loses ``test_backward``; ``loses`` lists both cells then.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 VARIANTS = [
     # ---------------------------------------------------------------- backward

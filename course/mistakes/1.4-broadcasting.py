@@ -4,7 +4,7 @@ The binary operations call the student's ``unbroadcast``, and ``branched_loss`` 
 ``Add``, ``Mul``, ``Sum`` and ``Mean``: a mistake in one of those also loses the cells that use it,
 and ``loses`` lists them too.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 USERS_OF_UNBROADCAST = ("test_unbroadcast", "test_add_sub", "test_mul_div", "test_branched_loss")
 

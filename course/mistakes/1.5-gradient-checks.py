@@ -6,7 +6,7 @@ call ``numerical_gradient``; ``find_the_bug`` calls ``gradcheck`` and ``kink_mas
 mistake that shows on the later tests' inputs also loses there. Every other cell must keep its
 points.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 # The honest part of the find_the_bug shortcuts below: gradcheck on every op, for the engines the shortcut
 # does not cover.

@@ -6,7 +6,7 @@ must lose points. Later exercises reuse earlier ones: ``view_strides`` calls
 ``read_through_layout`` calls every layout function, and ``assert_view`` calls
 ``shares_storage``; a mistake that shows there also loses there.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 VARIANTS = [
     # --- contiguous_strides -----------------------------------------------------------------

@@ -6,7 +6,7 @@ in-place ops of `inplace_ops`; `state_dict`, `load_state_dict` and `linear_mlp` 
 `Module`; `load_state_dict` copies into the arrays that `state_dict` returns. A mistake that
 shows on a later test's inputs lists that test too in ``loses``.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 VARIANTS = [
     # ---------------------------------------------------------------- view_or_copy

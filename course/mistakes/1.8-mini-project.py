@@ -8,7 +8,7 @@ mistake may also cost points further down; ``loses`` lists the cells that must n
 The differential-test variants are weak test suites: each passes on a correct engine or fails
 it, but none catches the example bugs, so the visible part of ``test_differential_tests`` fails.
 """
-from autograder.catalogue import Variant
+from autograder.outside.catalogue import Variant
 
 WEAK_HEADER = '''rng = np.random.default_rng(0)
 torch_ops = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": torch.div, "Exp": torch.exp}

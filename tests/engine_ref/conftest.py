@@ -1,15 +1,15 @@
 """Helpers for testing the reference package against torch and central differences.
 
-``autograder.checks.check_vjp`` runs its function under the NumPy-only guard, which rejects any
+``autograder.inside.checks.check_vjp`` runs its function under the NumPy-only guard, which rejects any
 code in ``engine_ref`` by design, so it cannot judge the reference solutions themselves.
-``check_backward`` does the same job from the public pieces of ``autograder.checks``
+``check_backward`` does the same job from the public pieces of ``autograder.inside.checks``
 (``randn``, ``strided``, ``numerical_vjp``, ``assert_close``, ``DEFAULT_TOL``).
 """
 import numpy as np
 import pytest
 import torch
 
-from autograder import checks
+from autograder.inside import checks
 
 
 def _torch_vjp(torch_fn, args, kwargs, wrt, grad_out):

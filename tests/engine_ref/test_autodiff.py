@@ -2,7 +2,7 @@
 finite differences.
 
 Unless a line says otherwise, comparisons use the checks' default tolerances, justified in
-``autograder/checks.py`` (float64 vs torch: rtol 1e-7, atol 1e-9; vs central differences with
+``autograder/inside/checks.py`` (float64 vs torch: rtol 1e-7, atol 1e-9; vs central differences with
 step 1e-6: rtol 1e-5, atol 1e-6; float32 vs torch: rtol 1e-4, atol 1e-5).
 """
 import numpy as np
@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder import checks, oracles
+from autograder.inside import checks
+from autograder.outside import oracles
 from engine_ref import autodiff as ad
 from engine_ref.autodiff import Tensor
 from engine_ref.functional import softmax

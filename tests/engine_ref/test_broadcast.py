@@ -1,7 +1,7 @@
 """engine_ref.broadcast and the broadcasting binary ops (unit 1.4) against PyTorch.
 
 Comparisons use the checks' default float64 tolerance (rtol 1e-7, atol 1e-9, justified in
-``autograder/checks.py``): the engine and torch do the same float64 arithmetic, up to the order
+``autograder/inside/checks.py``): the engine and torch do the same float64 arithmetic, up to the order
 of the sums over broadcast axes, which moves results by a few ulps.
 """
 import numpy as np
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder import checks
+from autograder.inside import checks
 from engine_ref.autodiff import Tensor
 from engine_ref.broadcast import broadcast_shape, unbroadcast
 from tests.strategies import broadcast_pairs, shapes, strided_arrays

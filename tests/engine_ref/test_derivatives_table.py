@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import engine_ref
-from autograder import checks
+from autograder.inside import checks
 from engine_ref.autodiff import Function
 from engine_ref.functional import softmax
 

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder import checks
+from autograder.inside import checks
 from engine_ref import functional as fn
 from tests.strategies import strided_arrays
 

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder import checks
+from autograder.inside import checks
 from engine_ref.autodiff import Function, Tensor
 from engine_ref.gradcheck import (
     GradcheckError, gradcheck, kink_mask, numerical_gradient, numerical_vjp, relative_error, step_size_sweep,

@@ -1,7 +1,7 @@
 """engine_ref.nn (units 1.7 and 1.8): Module, Linear, MLP and SGD against torch.nn and torch.optim.
 
 Value comparisons use the checks' default float64 tolerance (rtol 1e-7, atol 1e-9, justified in
-``autograder/checks.py``) unless a line says otherwise: both sides run the same float64 layers.
+``autograder/inside/checks.py``) unless a line says otherwise: both sides run the same float64 layers.
 """
 import re
 from types import SimpleNamespace
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks
+from autograder.inside import checks
 from engine_ref import nn
 from engine_ref.autodiff import CrossEntropy, Tensor
 

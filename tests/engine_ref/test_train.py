@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks
+from autograder.inside import checks
 from engine_ref.autodiff import CrossEntropy, Tensor
 from engine_ref.nn import MLP
 from engine_ref.train import accuracy, make_spiral, train_spiral
@@ -33,7 +33,7 @@ def test_first_step_gradients_match_a_torch_copy():
     loss.backward()
     t_loss = torch.nn.functional.cross_entropy(theirs(torch.from_numpy(X)), torch.from_numpy(y))
     t_loss.backward()
-    # Default float64 tolerance of the checks (autograder/checks.py): the same float64 layers,
+    # Default float64 tolerance of the checks (autograder/inside/checks.py): the same float64 layers,
     # summed over 300 rows in possibly different orders, agree to ~1e-15.
     checks.assert_close(np.asarray(loss.item()), t_loss.detach().numpy(), task="first loss")
     for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):

@@ -1,7 +1,7 @@
 """Version counters and save modes (unit 1.7): in-place edits of saved values, against torch.
 
 Gradient comparisons use the checks' default float64 tolerance (rtol 1e-7, atol 1e-9, justified
-in ``autograder/checks.py``): the engine and torch do the same few float64 operations.
+in ``autograder/inside/checks.py``): the engine and torch do the same few float64 operations.
 """
 import re
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks
+from autograder.inside import checks
 from engine_ref.autodiff import Tensor, no_grad
 from engine_ref.versions import get_save_mode, save_mode, set_save_mode
 

@@ -1,7 +1,7 @@
 """The instructor's report of one assignment: a self-contained HTML page and a grades CSV.
 
 Every score comes from nbgrader's gradebook; the failure messages come from the autograded
-notebooks' error outputs; the flags come from the integrity audit (:mod:`autograder.audit`). The
+notebooks' error outputs; the flags come from the integrity audit (:mod:`autograder.outside.audit`). The
 page, ``<course>/reports/<assignment>/report.html``, has five sections:
 
 * the score distribution (a histogram);
@@ -298,7 +298,7 @@ def write_report(course_root, assignment_id, db_url=None, failures=None, flags=N
 
     ``db_url`` defaults to the course's ``gradebook.db``. ``failures`` maps a student to the
     reason their submission could not be graded (they score 0). ``flags`` maps a student to their
-    :class:`~autograder.audit.Flag` list (or its ``dataclasses.asdict`` form, as the grader's state
+    :class:`~autograder.outside.audit.Flag` list (or its ``dataclasses.asdict`` form, as the grader's state
     keeps it); by default every folder in ``submitted/`` is audited against ``source/``. Returns
     ``(html_path, csv_path)``.
     """

@@ -3,10 +3,10 @@
 For each assignment:
 
 1. **Fresh.** In the repository itself, the committed ``source/`` and ``release/`` must equal a
-   fresh build (:func:`autograder.build.stale`). In any other course directory, the
+   fresh build (:func:`autograder.outside.build.stale`). In any other course directory, the
    repository's ``source/<id>`` is copied in and the release is generated there.
 2. **Known to the gradebook.** nbgrader's ``generate_assignment`` runs in the course directory
-   (through :func:`autograder.build.generate_release`), which records the assignment, its
+   (through :func:`autograder.outside.build.generate_release`), which records the assignment, its
    notebooks and its graded cells in the course's gradebook.
 3. **Leak-free.** :func:`leaks` finds no solution or hidden-test marker, no line of a solution
    or hidden-test region and no line of ``engine_ref`` in any release notebook. Every

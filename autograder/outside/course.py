@@ -4,7 +4,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 COURSE = ROOT / "course"
 SOURCE = ROOT / "source"
 RELEASE = ROOT / "release"
@@ -19,7 +19,7 @@ class Assignment:
     # rule does not apply to them, and the grading tools treat them accordingly.
     torch_tasks: tuple = ()
     # Why this unit's test cells still run in the student's kernel, when they do; empty: the
-    # grader runs them in its own process (trusted verdicts, autograder.verdicts).
+    # grader runs them in its own process (trusted verdicts, autograder.outside.verdicts).
     kernel_verdicts: str = ""
 
     @property

@@ -190,7 +190,7 @@ def _section(title):
 def _append(section):
     RESULTS.parent.mkdir(exist_ok=True)
     if not RESULTS.exists():
-        RESULTS.write_text("# Grading benchmarks\n\nWritten by `make bench` (autograder/bench.py); newest last.\n")
+        RESULTS.write_text("# Grading benchmarks\n\nWritten by `make bench` (autograder/outside/bench.py); newest last.\n")
     with open(RESULTS, "a") as fh:
         fh.write(section)
     print(section)

@@ -4,15 +4,15 @@ The course repository holds every solution (``source/``, ``engine_ref/``), so it
 a Binder badge serves. The student repository holds only:
 
 * ``release/``: the student notebooks;
-* ``autograder/``: the student-side package, :mod:`autograder.checks` and the package modules
-  it imports (:func:`package_modules`: today ``oracles``), installable with ``pip install .``;
+* ``autograder/``: the student-side package, :mod:`autograder.inside` and the package modules
+  it imports (:func:`package_modules`: today ``outside.oracles``), installable with ``pip install .``;
 * ``environment.yml`` (Binder, conda) and ``requirements.txt`` (pip): Python, numpy, CPU-only
   torch, JupyterLab, nbgrader, ipywidgets and matplotlib, pinned as ``pyproject.toml`` pins them;
 * ``jupyter-config/`` and ``start``: nbgrader's assignment list and Validate only (no
   formgrader, course list or create-assignment). Binder runs ``start`` before JupyterLab; a
   learner runs ``./start jupyter lab``;
 * ``progress.ipynb``: the visible checks of every saved notebook, one bar per unit
-  (:mod:`autograder.progress`);
+  (:mod:`autograder.inside.progress`);
 * ``README.md`` with a Binder badge for the repository's URL, ``LICENSE`` and ``.gitignore``.
 
 The whole tree is checked by :func:`leaks` (no solution or hidden-test line, no marker, no line
@@ -57,22 +57,23 @@ class StudentRepoError(RuntimeError):
 
 
 def package_modules():
-    """The modules of the student package: ``checks`` and every package module it imports, transitively."""
-    todo, seen = ["checks"], set()
+    """The modules of the student package, as ``side.name``: every module of ``inside`` and every package
+    module they import, transitively."""
+    todo, seen = [f"inside.{p.stem}" for p in (PACKAGE / "inside").glob("*.py") if p.stem != "__init__"], set()
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        for node in ast.walk(ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))):
+        side = name.split(".")[0]
+        for node in ast.walk(ast.parse((PACKAGE / f"{name.replace('.', '/')}.py").read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 1:
-                todo += [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+                todo += [f"{side}.{node.module.split('.')[0]}"] if node.module else [f"{side}.{a.name}" for a in node.names]
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder."):
-                todo.append(node.module.split(".")[1])
-            elif isinstance(node, ast.ImportFrom) and node.module == "autograder":
-                todo += [a.name for a in node.names]
+                parts = node.module.split(".")
+                todo += [".".join(parts[1:3])] if len(parts) > 2 else [f"{parts[1]}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
-                todo += [a.name.split(".")[1] for a in node.names if a.name.startswith("autograder.")]
+                todo += [".".join(a.name.split(".")[1:3]) for a in node.names if a.name.startswith("autograder.")]
     return sorted(seen)
 
 
@@ -106,7 +107,7 @@ requires-python = "{project['requires-python']}"
 dependencies = [{deps}]
 
 [tool.setuptools]
-packages = ["autograder"]
+packages = ["autograder", "autograder.inside", "autograder.outside"]
 """
 
 
@@ -223,13 +224,13 @@ See `LICENSE`: the notebooks are CC BY 4.0, the code is MIT.
 
 
 def progress_notebook():
-    """``progress.ipynb``: the source of :mod:`autograder.progress`, then a call to ``show()``."""
+    """``progress.ipynb``: the source of :mod:`autograder.inside.progress`, then a call to ``show()``."""
     intro = ("# Progress\n\nRun this notebook (Run, Run All Cells) to see which visible checks of our saved "
              "notebooks pass: one bar per unit, and a line per exercise with the first line of its "
              "failure. Each unit runs headless in a kernel of its own, in the background, one after the "
              "other; the notebooks themselves are not changed. Save a notebook before running this: "
              "it reads what is on disk.")
-    code = (PACKAGE / "progress.py").read_text(encoding="utf-8")
+    code = (PACKAGE / "inside" / "progress.py").read_text(encoding="utf-8")
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell(intro, id="intro"),
         nbformat.v4.new_code_cell(code, id="progress-code", metadata={"jupyter": {"source_hidden": True}}),
@@ -255,10 +256,13 @@ def _files(url, assignments):
         "jupyter-config/jupyter_server_config.d/student.json": json.dumps(server, indent=2) + "\n",
         "jupyter-config/labconfig/page_config.json": json.dumps(page_config, indent=2) + "\n",
         "progress.ipynb": build.dumps(progress_notebook()),
-        "autograder/__init__.py": '"""The checks that the notebooks\' test cells call (`from autograder import checks`)."""\n',
+        "autograder/__init__.py": '"""The checks that the notebooks\' test cells call (`from autograder.inside import checks`)."""\n',
+        "autograder/inside/__init__.py": (PACKAGE / "inside" / "__init__.py").read_text(encoding="utf-8"),
+        "autograder/outside/__init__.py": '"""Of the instructor\'s side of the autograder, only the oracles ship here: the checks '
+                                          'compute their expected values with them, for self-study."""\n',
     }
     for name in package_modules():
-        files[f"autograder/{name}.py"] = (PACKAGE / f"{name}.py").read_text(encoding="utf-8")
+        files[f"autograder/{name.replace('.', '/')}.py"] = (PACKAGE / f"{name.replace('.', '/')}.py").read_text(encoding="utf-8")
     return files
 
 

@@ -13,7 +13,7 @@ the failure looks like a known mistake, a hint.
 Guarantees the grader relies on:
 
 * **Frozen references.** Every NumPy callable used here is bound when this module is imported,
-  and every torch callable (with :mod:`autograder.oracles`) when torch is first needed: at
+  and every torch callable (with :mod:`autograder.outside.oracles`) when torch is first needed: at
   :func:`seal`, which the grading kernel calls before any notebook code runs, at import when
   torch is already loaded, or else at the first check that compares with torch. Importing torch
   takes seconds, and a notebook's setup cell should not freeze for them. A notebook that later
@@ -22,7 +22,7 @@ Guarantees the grader relies on:
   builtins (``abs``, ``float``, ``isinstance``...) are a private copy too: a notebook that
   assigns to ``builtins.abs`` changes its own ``abs``, not this module's.
 * **Sealed while grading.** The grading kernel calls :func:`seal` before any notebook code runs:
-  this module and :mod:`autograder.oracles` then refuse assignments, so that
+  this module and :mod:`autograder.outside.oracles` then refuse assignments, so that
   ``checks.against_torch = lambda *a, **k: None`` fails in the cell that tries it.
 * **NumPy only.** Student code runs under a profiler hook; a call into torch, ``engine_ref``
   or this package fails the exercise with a clear message.
@@ -100,7 +100,7 @@ _environ = os.environ
 _modules = sys.modules
 # Bound by _bind_torch(), once, the first time torch is needed (see the module docstring).
 torch = oracles = _Tensor = _as_tensor = _torch_grad = _no_grad = None
-# The student's kernel, while the grader runs a test cell outside it (autograder.verdicts): the
+# The student's kernel, while the grader runs a test cell outside it (autograder.outside.verdicts): the
 # student's names are proxies, and their code runs there, under the NumPy-only hook of that side.
 _REMOTE = None
 
@@ -112,7 +112,7 @@ def _bind_torch():
         return
     import torch as _torch_module
 
-    from . import oracles as _oracles
+    from autograder.outside import oracles as _oracles
     torch, _Tensor, _as_tensor = _torch_module, _torch_module.Tensor, _torch_module.as_tensor
     _torch_grad, _no_grad = _torch_module.autograd.grad, _torch_module.no_grad
     oracles = _oracles
@@ -120,7 +120,7 @@ def _bind_torch():
 
 
 def oracle(name):
-    """The torch oracle called ``name`` (see :mod:`autograder.oracles`), importing torch first if no
+    """The torch oracle called ``name`` (see :mod:`autograder.outside.oracles`), importing torch first if no
     check has needed it yet."""
     _bind_torch()
     return oracles.oracle(name)
@@ -653,7 +653,7 @@ def against_torch(task, fn, oracle, cases, *, rtol=None, atol=None, check_dtype=
                   numpy_only=True, allow_warnings=False):
     """Compare ``fn(*case.args, **case.kwargs)`` with the torch oracle on every case.
 
-    ``oracle`` is a name from :data:`autograder.oracles.ORACLES` (in notebooks, always a name)
+    ``oracle`` is a name from :data:`autograder.outside.oracles.ORACLES` (in notebooks, always a name)
     or a callable taking torch tensors. Outputs may be one array or a tuple of arrays.
     """
     _bind_torch()
@@ -994,8 +994,9 @@ class _SealedModule(types.ModuleType):
 
 
 class _SealedPackage(types.ModuleType):
-    """The ``autograder`` package while grading: ``checks`` and ``oracles`` stay what they are
-    (test cells run ``from autograder import checks``); other submodules may still be imported."""
+    """The ``autograder.inside`` and ``autograder.outside`` packages while grading: ``checks`` and ``oracles``
+    stay what they are (test cells run ``from autograder.inside import checks``); other submodules may still be
+    imported."""
 
     def __setattr__(self, name, value):
         if name in ("checks", "oracles"):
@@ -1009,9 +1010,9 @@ class _SealedPackage(types.ModuleType):
 
 
 def seal():
-    """Make this module and :mod:`autograder.oracles` read-only, for the rest of the process.
+    """Make this module and :mod:`autograder.outside.oracles` read-only, for the rest of the process.
 
-    The package's ``checks`` and ``oracles`` attributes can no longer be rebound either.
+    The packages' ``checks`` and ``oracles`` attributes can no longer be rebound either.
 
     Their tables (``DEFAULT_TOL``, ``ORACLES``) become read-only views, and their attributes
     can no longer be rebound. For the grading kernel only: tests that monkeypatch the checks
@@ -1025,7 +1026,8 @@ def seal():
     oracles.ORACLES = types.MappingProxyType(dict(oracles.ORACLES))
     for module in (sys.modules[__name__], oracles):
         module.__class__ = _SealedModule
-    sys.modules[__package__].__class__ = _SealedPackage
+    for package in (__package__, oracles.__package__):
+        sys.modules[package].__class__ = _SealedPackage
 
 
 def _warm_up():
@@ -1205,7 +1207,7 @@ def check_layout(task, fn, oracle, cases, *, hints=(), numpy_only=True, normaliz
     """Compare layout numbers (ints, tuples of ints, a bool, or None) exactly with the oracle's.
 
     For each case the student is called as ``fn(*case.args, **case.kwargs)`` and the oracle
-    (a name from :data:`autograder.oracles.ORACLES`) with the same plain arguments; lists and
+    (a name from :data:`autograder.outside.oracles.ORACLES`) with the same plain arguments; lists and
     integer arrays count as tuples, floats never equal ints. ``hints`` are callables
     ``hint(got, expected, case) -> str | None``. ``normalize(value, case)``, when given, is
     applied to both answers before they are compared (for example, to mark the strides of
@@ -1328,7 +1330,7 @@ def central_differences(f, x, eps):
 
 # --- per-student hidden draws -----------------------------------------------------------------
 # The seed of the student being graded. The grader derives it outside the kernel from the
-# assignment and student ids (autograder.sandbox.seed_for), and the kernel factory sets it
+# assignment and student ids (autograder.outside.sandbox.seed_for), and the kernel factory sets it
 # (set_student_seed) in each kernel it forks, before any notebook code runs. Anywhere else
 # (plain nbgrader, a learner's own Jupyter) it is $AUTOGRADER_STUDENT_SEED when set, else
 # DEFAULT_STUDENT_SEED: the same draws every time.

@@ -1,7 +1,7 @@
 """The student's side of a trusted grading: run what the grader asks, record what happens.
 
 While grading, a test cell's code never enters the student's kernel. The grader runs it in its
-own process (:mod:`autograder.verdicts`), where every name of the student's notebook is a proxy.
+own process (:mod:`autograder.outside.verdicts`), where every name of the student's notebook is a proxy.
 When the test calls a student function, reads an attribute of a student object or applies an
 operator to one, the grader sends one request here, and :func:`serve` answers with what the
 student's code returned (plain data by value, anything else as a handle), what it raised, the
@@ -31,8 +31,8 @@ import warnings
 
 import numpy as np
 
-from autograder import checks
-from autograder.wire import Codec, Owners, builtin_class
+from autograder.inside import checks
+from autograder.inside.wire import Codec, Owners, builtin_class
 
 _objects = {}  # handle: object, kept alive for the notebook's life
 _handles = {}  # id(object): handle

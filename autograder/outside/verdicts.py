@@ -2,8 +2,8 @@
 
 The grader executes a submission's own cells in its kernel as usual. At a test cell it does
 not send the cell's code: it runs the code here, against :class:`Proxy` objects that stand for
-the student's names, with the real :mod:`autograder.checks` and torch. Each use of a proxy
-(a call, an attribute, an operator) is one request to :func:`autograder.recording.serve` in the
+the student's names, with the real :mod:`autograder.inside.checks` and torch. Each use of a proxy
+(a call, an attribute, an operator) is one request to :func:`autograder.inside.recording.serve` in the
 kernel, which runs the student's code and records what happened. The cases, the expected
 values, the comparison and the message are all made here, where no student code runs, so a
 notebook can change only what its own code returns.
@@ -28,12 +28,13 @@ import warnings
 import numpy as np
 import zmq
 
-from autograder import checks
-from autograder.wire import Codec, WireError, builtin_class
+from autograder.inside import checks
+from autograder.inside.wire import Codec, WireError, builtin_class
 
 MAX_ANSWER_CHARS = 64 << 20
-SERVE = "__import__('autograder.recording', fromlist=['serve']).serve()"
+SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve()"
 PING_SECONDS = 1.0
+HIDDEN_START = "### BEGIN HIDDEN TESTS"
 _ZMQ = zmq.Context.instance()
 
 
@@ -90,7 +91,7 @@ class Remote:
         self.deadline = None
         self.seq = 0
         self.socket = None  # this test cell's own channel to the kernel
-        self.trees = {}  # each test cell's file name: its syntax tree, for the methods made in the kernel
+        self.trees = {}  # each test cell's file name: (its syntax tree, its first hidden line), for the kernel's methods
         self.sockets = 0
         self.found = None  # the checks' list of calls into torch, while run_student runs
         self.numpy_only = False
@@ -287,10 +288,11 @@ class Remote:
 
     def _function_source(self, fn):
         code = fn.__code__
-        tree = self.trees.get(code.co_filename)
+        tree, hidden = self.trees.get(code.co_filename, (None, 0))
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.FunctionDef) and node.name == fn.__name__ and code.co_firstlineno in (
                     node.lineno, *(d.lineno for d in node.decorator_list)):
+                _refuse_hidden(node, hidden)
                 bare = copy.copy(node)
                 bare.decorator_list = []  # the kernel wraps it again (staticmethod...)
                 return ast.unparse(bare)
@@ -403,6 +405,19 @@ class Proxy:
     __array_ufunc__ = None
 
 
+def hidden_line(source):
+    """The number of a test cell's ``### BEGIN HIDDEN TESTS`` line (past its end when it has none)."""
+    lines = source.splitlines()
+    return next((i for i, line in enumerate(lines, 1) if line.strip() == HIDDEN_START), len(lines) + 1)
+
+
+def _refuse_hidden(node, hidden):
+    """Text that would enter the student's kernel must come from the visible part of the cell."""
+    if node.lineno >= hidden:
+        raise WireError(f"the tests' `{node.name}` is defined in a hidden part, and would have to be made in the "
+                        "student's kernel: move it above the hidden tests")
+
+
 def _method(value):
     """``(wrapper, function)`` for a function defined in a class body, else ``(None, None)``."""
     if isinstance(value, types.FunctionType) and value.__name__ != "<lambda>":
@@ -426,10 +441,11 @@ def _define_subclasses(remote, source, namespace):
     its top-level functions that make such classes: each of those is made in the kernel
     (``define``) and bound here as a proxy. Their text (test scaffolding, such as a stand-in
     operation) enters the kernel; the build keeps them out of hidden parts."""
-    tree = ast.parse(source)
+    tree, hidden = ast.parse(source), hidden_line(source)
     body = []
     for node in tree.body:
         if _derives_from_student(node, namespace):
+            _refuse_hidden(node, hidden)
             namespace[node.name] = remote.call(None, ast.get_source_segment(source, node), node.name,
                                                builtin="define")
         else:
@@ -475,7 +491,7 @@ def run_test_cell(remote, source, namespace, seconds=None):
         _bind_names(namespace, remote.names())
         before = dict(namespace)
         filename = f"<test cell {len(remote.trees) + 1}>"
-        remote.trees[filename] = ast.parse(source)
+        remote.trees[filename] = ast.parse(source), hidden_line(source)
         code = compile(_define_subclasses(remote, source, namespace), filename, "exec")
         checks._REMOTE = remote
         with contextlib.redirect_stdout(out), warnings.catch_warnings():

@@ -250,7 +250,7 @@ def main(argv=None):
     p.add_argument("out", help="folder to write (new, empty, or an earlier student repository; its .git is kept)")
     p.add_argument("ids", nargs="*", help="assignment ids (default: every written unit)")
     p.add_argument("--url", default=None, help="the student repository's GitHub URL, https://github.com/OWNER/NAME, "
-                                               "for the Binder badge (default: autograder.student_repo.DEFAULT_URL)")
+                                               "for the Binder badge (default: autograder.outside.student_repo.DEFAULT_URL)")
     p.set_defaults(func=student_repo_cmd)
 
     p = sub.add_parser("release-solutions", help="after the deadline: a notebook with the solutions and model answers, no hidden tests")

@@ -1,6 +1,6 @@
 """``autograder grade``: every submission of one assignment, in parallel, sandboxed, resumable.
 
-The work of grading one notebook is nbgrader's own ``autograde`` (see :mod:`autograder.worker`).
+The work of grading one notebook is nbgrader's own ``autograde`` (see :mod:`autograder.outside.worker`).
 This module decides what needs grading and runs it on a pool of worker processes:
 
 * **Parallel.** ``workers`` processes (default: one per core), each importing nbgrader once.
@@ -99,7 +99,7 @@ class _Worker:
 
     def __init__(self, log):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "autograder.outside.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=log, env=nbgrader_env(), start_new_session=True, text=True, bufsize=1)
         self.job = None
         self.started = 0.0

@@ -1,9 +1,9 @@
-"""The warm kernel factory of one grading worker: ``python -P -m autograder.zygote FD [--private] [--numpy-only] DIR...``.
+"""The warm kernel factory of one grading worker: ``python -P -m autograder.inside.zygote FD [--private] [--numpy-only] DIR...``.
 
 Starting a kernel costs about two CPU-seconds (the interpreter, numpy, torch, IPython, ipykernel,
 and the checks with their autograd warm-up), more than most notebooks spend in their cells. The
 zygote pays that once per worker: it imports everything, seals the checks, and then forks one
-kernel per notebook. It runs inside the worker's sandbox (:mod:`autograder.sandbox`), so every
+kernel per notebook. It runs inside the worker's sandbox (:mod:`autograder.outside.sandbox`), so every
 kernel it forks runs there too, under the same limits.
 
 **Requests.** ``FD`` is the listening end of a Unix socket whose path exists only outside the
@@ -11,7 +11,7 @@ sandbox; nothing inside can reach it, and a forked kernel closes it before any n
 runs. Each connection carries one JSON line and is served to the end before the next:
 
 * ``{"op": "kernel", "connection_file": PATH, "connection": {...}, "cwd": DIR, "seed": N}``: fork
-  a kernel, which sets ``N`` as its checks' student seed (:func:`autograder.checks.set_student_seed`),
+  a kernel, which sets ``N`` as its checks' student seed (:func:`autograder.inside.checks.set_student_seed`),
   writes the connection info next to ``PATH`` as :data:`KERNEL_FILE` and runs in ``DIR``
   (the connection is the kernel's lifeline: the answer ``{"exit": CODE}`` comes when the
   kernel exits, and closing the connection kills the kernel);
@@ -63,13 +63,13 @@ def preload(numpy_only=False):
     import matplotlib_inline.backend_inline  # noqa: F401
     import numpy  # noqa: F401
 
-    import autograder.checks
-    import autograder.recording  # noqa: F401
+    import autograder.inside.checks
+    import autograder.inside.recording  # noqa: F401
 
     if not numpy_only:
         import torch  # noqa: F401
 
-        autograder.checks.seal()
+        autograder.inside.checks.seal()
 
 
 def _prctl(option, value):
@@ -96,10 +96,10 @@ def _kernel(request, zygote, dirs):
                      dir_fd=dirs[folder])
         with os.fdopen(fd, "w") as fh:
             json.dump(request["connection"], fh)
-        if request.get("seed") is not None:  # the student's hidden draws (autograder.checks.student_seed)
-            import autograder.checks
+        if request.get("seed") is not None:  # the student's hidden draws (autograder.inside.checks.student_seed)
+            import autograder.inside.checks
 
-            autograder.checks.set_student_seed(request["seed"])
+            autograder.inside.checks.set_student_seed(request["seed"])
         sys.argv = ["ipykernel", "-f", os.path.join(folder, KERNEL_FILE), "--HistoryManager.enabled=False"]
         from ipykernel import kernelapp
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from . import output_widget
+
 CELL_TIMEOUT = 120  # seconds; a cell that runs longer (an endless loop) is interrupted and fails
 
 
@@ -88,9 +90,9 @@ def run_unit(path, on_cell=None):
         if on_cell:
             on_cell(unit.name, code.index(cell_index) + 1, len(code))
 
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, interrupt_on_timeout=True, allow_errors=True,
-                            kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
-                            on_cell_executed=executed)
+    client = output_widget.install(NotebookClient(
+        nb, timeout=CELL_TIMEOUT, interrupt_on_timeout=True, allow_errors=True, kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=executed))
     try:
         client.execute()
     except Exception as exc:  # a dead kernel: the checks that did not run stay "not run"

@@ -1,4 +1,4 @@
-"""One grading worker: ``python -m autograder.worker``, driven by :mod:`autograder.grader`.
+"""One grading worker: ``python -m autograder.outside.worker``, driven by :mod:`autograder.outside.grader`.
 
 It reads jobs, one JSON object a line, on stdin, grades each with ``NbGraderAPI.autograde``
 (nbgrader is imported once per worker, not once per notebook), records the outcome in the
@@ -106,7 +106,7 @@ def grade_one(job):
         config.Execute.timeout = job["cell_timeout"]
         config.BoundedExecute.trusted_tests = trusted(job)
         if trusted(job):
-            from . import checks
+            from autograder.inside import checks
 
             checks._bind_torch()  # torch and its warm-up, once per worker: not in the first test cell's time
         try:

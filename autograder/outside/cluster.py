@@ -1,12 +1,12 @@
 """``autograder grade --cluster``: the same grading jobs on a Dask distributed cluster.
 
-The local pool (:mod:`autograder.grader`) stays the default. On a cluster:
+The local pool (:mod:`autograder.outside.grader`) stays the default. On a cluster:
 
 * **Jobs travel as data.** The client packs each job with the submission's files and the
   source notebook (:func:`pack`); a Dask worker needs no shared file system with the course.
 * **Each worker process grades as a local worker does.** :func:`run` unpacks the job into a
   scratch course of its own (the assignment registered there once per source notebook), and
-  grades it with :func:`autograder.worker.grade_one`: the same sandbox, kept for the worker
+  grades it with :func:`autograder.outside.worker.grade_one`: the same sandbox, kept for the worker
   process's life with its warm kernel factory, the same nbgrader pipeline, the same audit. A
   process-wide lock makes one worker process grade one notebook at a time, whatever its thread
   count. A notebook past the time limit has its sandbox stopped, as the local pool kills its
@@ -41,7 +41,7 @@ _COURSES = {}  # (assignment, source digest) -> scratch course of this worker pr
 def pack(job):
     """``job`` as data: its fields, the submission's files and the source notebook's bytes.
 
-    The client checks the submission first (:func:`autograder.worker.check_submission`), so a
+    The client checks the submission first (:func:`autograder.outside.worker.check_submission`), so a
     packed submission has no symbolic links.
     """
     root = Path(job["course_root"])

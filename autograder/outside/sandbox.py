@@ -1,13 +1,13 @@
 """The sandbox a worker's kernels run in, and the warm kernel factory inside it.
 
 Each grading worker owns one :class:`Sandbox` for its life. The sandbox holds a zygote
-(:mod:`autograder.zygote`): a Python process that has imported numpy, torch, IPython,
+(:mod:`autograder.inside.zygote`): a Python process that has imported numpy, torch, IPython,
 ipykernel and the sealed checks once, and forks a fresh kernel for each notebook, so no
 notebook pays that start-up again. Jobs of one worker run one after the other; between two,
 the zygote kills every process of the finished job and empties every place it could write
-(see :mod:`autograder.zygote`), and the worker only then puts the next submission in.
+(see :mod:`autograder.inside.zygote`), and the worker only then puts the next submission in.
 
-The zygote is started by the launcher, :func:`launch` (``python -m autograder.sandbox``), which,
+The zygote is started by the launcher, :func:`launch` (``python -m autograder.outside.sandbox``), which,
 outside the sandbox:
 
 * joins fresh cgroups (v1 ``pids`` and ``memory``, children of the worker's own): at most
@@ -60,7 +60,7 @@ import warnings
 from functools import cache
 from pathlib import Path
 
-from .zygote import empty_fd, open_dir, remove_tree
+from autograder.inside.zygote import empty_fd, open_dir, remove_tree
 
 BWRAP = "/usr/bin/bwrap"
 KERNEL_NAME = "autograder-sandbox"
@@ -73,7 +73,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 NOBODY = "65534"
 # The kernel process: ``-P`` keeps the submission folder off sys.path (a numpy.py or an
 # autograder/ shipped with the notebook is never imported), and the checks are imported and
-# sealed before any notebook code runs (see autograder.checks.seal).
+# sealed before any notebook code runs (see autograder.inside.checks.seal).
 # The kernelspec's command, run by jupyter_client outside the sandbox: ask the zygote for a
 # kernel (argv: socket, connection file, working directory) and exit with it.
 # It sends what the connection file holds: a sandbox user cannot read the worker's file.
@@ -104,7 +104,7 @@ CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
 def seed_for(assignment_id, student):
     """The student seed of one submission: a stable hash of the assignment and student ids, so a
     regrade draws the same hidden cases and two students draw different ones (see
-    :func:`autograder.checks.student_seed`)."""
+    :func:`autograder.inside.checks.student_seed`)."""
     digest = hashlib.sha256(f"{assignment_id}\0{student}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
@@ -244,7 +244,7 @@ def _system_links():
 
 def _python_dirs():
     """The directories a kernel needs read-only: the interpreter, the venv, the autograder package."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     dirs = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), package}
     return sorted(str(d) for d in dirs)
 
@@ -479,13 +479,13 @@ class Sandbox:
             listener.bind(str(self.socket))
             listener.listen()
             private = bwrap_works()
-            zygote = [sys.executable, "-P", "-m", "autograder.zygote", str(listener.fileno()),
+            zygote = [sys.executable, "-P", "-m", "autograder.inside.zygote", str(listener.fileno()),
                       *(["--private"] if private else []), *(["--numpy-only"] if self.numpy_only else []),
                       *map(str, self.dirs.values())]
             command = (bwrap_command(self.dirs.values(), self.dirs["work"], zygote, scratch=self.scratch,
                                      hide=hidden_packages() if self.numpy_only else ()) if private else zygote)
             memory_mb, nproc, _ = self.limits
-            launcher = [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb)]
+            launcher = [sys.executable, "-m", "autograder.outside.sandbox", "--memory-mb", str(memory_mb)]
             launcher += ["--nproc", str(nproc)] if not self.cgroup_procs else []
             if self.owner:
                 launcher += ["--user", f"{self.owner[0]}:{self.owner[1]}", "--stage", str(self.scratch / "stage")]
@@ -540,8 +540,8 @@ class Sandbox:
         has the hidden tests), and no symbolic links (a link to the gradebook must not be followed).
         They are written with :func:`copy_into` into the ``work/`` folder that :meth:`ready` found
         empty and unchanged.
-        Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.execute.ResetCellMetadata` and
-        :class:`autograder.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook``,
+        Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.outside.execute.ResetCellMetadata` and
+        :class:`autograder.outside.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook``,
         ``Execute.kernel_name``, ``.extra_arguments`` (the student seed, :func:`seed_for`) and
         ``.shutdown_kernel``, and ``KernelManager.transport``, ``.connection_file`` and ``.ip``.
         """
@@ -581,7 +581,7 @@ class Sandbox:
         remove_tree(self.scratch)
 
 
-# --- the launcher: python -m autograder.sandbox [limits] -- command ------------------------
+# --- the launcher: python -m autograder.outside.sandbox [limits] -- command ------------------------
 def _reachable(path, uid, gid):
     """True when ``uid:gid`` (without other groups) may pass through every folder that leads to ``path``."""
     for folder in [*reversed(Path(path).parents), Path(path)]:

@@ -7,7 +7,7 @@ the grading worker. :class:`BoundedExecute` keeps a cell's outputs until they ad
 wrote to stderr still shows stderr (nbgrader gives no points to a test cell that does).
 Errors are always kept, cut to the same size, because they decide the grade.
 
-:class:`OutputWidget` replaces nbclient's mimic of the ipywidgets ``Output`` widget, which every
+:class:`~autograder.inside.output_widget.OutputWidget` replaces nbclient's mimic of the ipywidgets ``Output`` widget, which every
 unit's figure cell draws into. nbclient's mimic answers each output captured in the widget with
 a ``comm_msg`` on the shell channel, sent through ``Session.send``, which sends on a *blocking
 shadow* of the client's asyncio socket (jupyter/jupyter_client#1059, jupyter/nbclient#312). That
@@ -27,13 +27,13 @@ import json
 
 import nbformat
 from jupyter_client import BlockingKernelClient
-from nbclient import output_widget
-from nbclient.jsonutil import json_clean
 from nbclient.util import run_sync
 from nbgrader import utils as nbutils
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, Unicode
+
+from autograder.inside import output_widget
 
 # Cell tags that nbclient reads to decide whether, and how, a cell runs.
 STEERING_TAGS = frozenset({"skip-execution", "raises-exception"})
@@ -48,32 +48,21 @@ def _size(content):
     return sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in content.get("data", {}).values())
 
 
-class OutputWidget(output_widget.OutputWidget):
-    """nbclient's Output-widget mimic, sending its comm messages through the shell channel's own
-    (asyncio) socket rather than a blocking shadow of it, so that no execute_reply goes unnoticed."""
-
-    def _publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
-        session = self.kernel_client.session
-        content = json_clean(dict(data=data or {}, comm_id=self.comm_id, **keys))
-        msg = session.msg(msg_type, content=content, parent=self.parent_header, metadata=metadata or {})
-        self.kernel_client.shell_channel.socket.send_multipart(session.serialize(msg) + list(buffers or []))
-
-
 class BoundedExecute(Execute):
     """nbgrader's Execute, keeping at most ``max_output_bytes`` of each cell's outputs, with the
-    Output-widget mimic that reads every execute_reply at once (:class:`OutputWidget`)."""
+    Output-widget mimic that reads every execute_reply at once (:mod:`autograder.inside.output_widget`)."""
 
     max_output_bytes = Integer(
         1 << 20, help="Output a cell may keep; past it, outputs are dropped and a notice says so.").tag(config=True)
 
     trusted_tests = Bool(
         False, help="Run each test cell's code in the grader's process, against proxies of the student's "
-                    "names (autograder.verdicts), instead of sending it to the student's kernel.").tag(config=True)
+                    "names (autograder.outside.verdicts), instead of sending it to the student's kernel.").tag(config=True)
 
     def on_comm_open_jupyter_widget(self, msg):
         # set here, not in __init__: nbconvert's preprocess() runs NotebookClient.__init__ again,
         # which puts nbclient's own mimic back in the registry
-        self.widget_registry["@jupyter-widgets/output"]["OutputModel"] = OutputWidget
+        output_widget.install(self)
         return super().on_comm_open_jupyter_widget(msg)
 
     def reset_execution_trackers(self):
@@ -87,7 +76,8 @@ class BoundedExecute(Execute):
         if not (self.trusted_tests and cell.cell_type == "code" and nbutils.is_grade(cell)
                 and not nbutils.is_solution(cell)):
             return super().preprocess_cell(cell, resources, index)
-        from . import checks, verdicts  # the checks and torch: loaded by the worker at its first trusted test
+        from autograder.inside import checks  # the checks and torch: loaded by the worker at its first trusted test
+        from . import verdicts
 
         if self._remote is None:
             client = BlockingKernelClient()
