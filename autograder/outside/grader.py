@@ -30,10 +30,11 @@ from pathlib import Path
 from . import sandbox, state
 from .course import BY_ID, nbgrader_env
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent
 # Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
-GRADER_FILES = ("checks.py", "oracles.py", "sandbox.py", "zygote.py", "execute.py", "worker.py", "verdicts.py",
-                "recording.py", "wire.py")
+GRADER_FILES = ("inside/checks.py", "outside/oracles.py", "outside/sandbox.py", "inside/zygote.py", "outside/execute.py",
+                "outside/worker.py", "outside/verdicts.py", "inside/recording.py", "inside/wire.py",
+                "inside/output_widget.py")
 
 
 @dataclass
