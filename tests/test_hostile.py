@@ -30,9 +30,11 @@ pytestmark = pytest.mark.xdist_group("hostile")  # one batch, graded once, on on
 
 AID = "1.2-softmax-cross-entropy"
 A = BY_ID[AID]
+# The batches below grade in the kernel (--in-kernel): their attacks and defences are those of the units
+# still graded there (1.6, 1.8); the trusted batch at the end grades as every other unit is graded.
 # The per-cell limit interrupts a runaway cell; the per-notebook limit (which kills the worker)
 # must leave room for a whole honest notebook on a loaded two-core machine, about 30 s.
-OPTIONS = dict(workers=2, timeout=120.0, cell_timeout=15, memory_mb=2048, nproc=64, progress=False)
+OPTIONS = dict(workers=2, timeout=120.0, cell_timeout=15, memory_mb=2048, nproc=64, progress=False, in_kernel=True)
 MARK = str(random.randrange(10**8, 10**9))  # names this run's stray files and processes
 WELL_BEHAVED = ("a-reference", "zz-reference")  # sorted first and last: graded before and after the rest
 
@@ -757,7 +759,7 @@ def trusted_batch():
         grading.submit(course, AID, "reads-hidden", _reads_hidden())
         # a test cell that runs in the worker makes a request per call into the kernel: the default
         # cell limit, not the short one of the runaway-code batch
-        options = dict(OPTIONS, cell_timeout=grader.Options.cell_timeout)
+        options = dict(OPTIONS, cell_timeout=grader.Options.cell_timeout, in_kernel=False)
         yield Batch(course, grader.grade(course, AID, grader.Options(**options)))
 
 
