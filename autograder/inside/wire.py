@@ -117,8 +117,9 @@ class Codec:
     reference: ``make_ref(obj)`` gives its ``(kind, number)``, kind one of :data:`REF_KINDS`, and
     ``resolve_ref(kind, number)`` turns one received back into an object (its own, or a proxy)."""
 
-    def __init__(self, prefix, make_ref, resolve_ref):
+    def __init__(self, prefix, make_ref, resolve_ref, namespaces=False):
         self.owners = Owners(prefix)
+        self.namespaces = namespaces  # send SimpleNamespace records by value (the grader's side only)
         self.make_ref = make_ref
         self.resolve_ref = resolve_ref
         self.kept = []  # the buffers received since release()
@@ -176,7 +177,7 @@ class Codec:
             return {"dict": [[self.encode(k), self.encode(v)] for k, v in x.items()]}
         if type(x) is slice:
             return {"slice": [self.encode(x.start), self.encode(x.stop), self.encode(x.step)]}
-        if type(x) is types.SimpleNamespace:  # a plain record of names, such as a test's `nn`
+        if type(x) is types.SimpleNamespace and self.namespaces:  # a test's record of names, such as its `nn`
             return {"namespace": [[k, self.encode(v)] for k, v in vars(x).items()]}
         if x is Ellipsis:
             return {"ellipsis": True}

@@ -83,7 +83,7 @@ class Remote:
         self.client = client
         self.deadline_seconds = deadline_seconds
         self.connection = connection or {}  # the kernel's connection info: where its own sockets are
-        self.codec = Codec("t", self._ref, self._resolve)
+        self.codec = Codec("t", self._ref, self._resolve, namespaces=True)
         self.proxies = {}  # handle: Proxy, one per handle, so that `is` works
         self.callbacks = {}  # number: an object of the tests handed to the student's code
         self.callback_numbers = {}  # id(object): number
