@@ -47,7 +47,9 @@ ASSIGNMENTS = [
     Assignment("1.5-gradient-checks", "gradient_checks", "Gradient checks with finite differences"),
     Assignment("1.6-tensor-layout", "tensor_layout", "Tensor layout: shape, stride, views and copies",
                torch_tasks=("shares_storage", "assert_view")),
-    Assignment("1.7-aliasing-mutation", "aliasing_mutation", "Aliasing, mutation and module ownership"),
+    Assignment("1.7-aliasing-mutation", "aliasing_mutation", "Aliasing, mutation and module ownership",
+               kernel_verdicts="graded trusted, one catalogued mistake (add_rebinds_data) still passes "
+                               "test_checked_context: to be found before this unit leaves its kernel"),
     Assignment("1.8-mini-project", "mini_project", "Mini-project: tensor reverse-mode engine with differential checks",
                torch_tasks=("differential_tests",)),
 ]
