@@ -31,10 +31,11 @@ import zmq
 from autograder.inside import checks
 from autograder.inside.wire import Codec, WireError, builtin_class
 
+from .grading import HIDDEN_START
+
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve()"
 PING_SECONDS = 1.0
-HIDDEN_START = "### BEGIN HIDDEN TESTS"
 _ZMQ = zmq.Context.instance()
 
 
