@@ -1092,8 +1092,7 @@ def mlp(x, W1, W2):
 def check_long_chain(seed, n):
     x_chain = Tensor(checks.randn(seed, 3), requires_grad=True)
     # y = x + x, then y = y + x again and again: after k steps y = (k + 1) x, and x fans out to every step
-    y = checks.run_student("backward", checks.build_graph, "add", [x_chain], [[k, 0] for k in range(n)],
-                           numpy_only=False)[-1]
+    y = checks.run_student("backward", checks.build_graph, "add", [x_chain], [[k, 0] for k in range(n)])[-1]
     checks.run_student("backward", lambda: y.sum().backward())
     # exact: the gradient is n + 1 added up one 1 at a time, an integer far below 2**53
     checks.assert_close(x_chain.grad, np.full(3, n + 1.0), task="backward", case=f"a chain of {n:,} Adds, y = x + ... + x",

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from . import output_widget
+from autograder.inside import output_widget
 
 CELL_TIMEOUT = 120  # seconds; a cell that runs longer (an endless loop) is interrupted and fails
 

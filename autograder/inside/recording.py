@@ -243,14 +243,9 @@ def _call(request):
 _MACHINERY = frozenset({"names", "define", "subclass"})
 # The recording's own functions that the student's code runs through (a ``with`` block, a callback):
 # not a delegation to the package.
-def _codes(code):
-    """A code object and those of the functions and lambdas inside it."""
-    return [code] + [c for const in code.co_consts if isinstance(const, types.CodeType) for c in _codes(const)]
-
-
 _OWN_CODE = frozenset(c for f in (
     _enter, _exit, _iterate, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
-    Callback.__next__, Callback.__len__, Owners.gone) for c in _codes(f.__code__))
+    Callback.__next__, Callback.__len__, Owners.gone) for c in checks.code_objects(f.__code__))
 
 
 def _answer(request):
