@@ -17,7 +17,7 @@ def pair():
         objects[id(obj)] = obj
         return "handle", id(obj)
 
-    def resolve_ref(kind, number):
+    def resolve_ref(kind, number, cls=None):
         return objects[number]
 
     return Codec("t", make_ref, resolve_ref), Codec("k", make_ref, resolve_ref)
@@ -130,7 +130,7 @@ rec = sys.modules['autograder.inside.recording']
 def serve():
     import zmq
     from autograder.inside.wire import Codec
-    codec = Codec('k', lambda o: ('handle', 1), lambda kind, h: None)
+    codec = Codec('k', lambda o: ('handle', 1), lambda kind, h, cls: None)
     reply, seq, sock = {'ready': True}, 0, None
     while True:
         text = json.dumps({'seq': seq, 'message': codec.encode_message(reply)})
@@ -252,3 +252,29 @@ def test_a_class_in_the_hidden_part_never_enters_the_kernel(kernel):
                            output_hook=lambda m: seen.append(m["content"].get("text", "")))
     assert out["output_type"] == "error" and "hidden part" in out["evalue"], out
     assert "".join(seen).strip() == "0"
+
+
+def test_methods_and_class_functions_cost_one_request_and_follow_the_notebook(kernel):
+    """`t.double()` on a student's object is one request once the grader knows `double` is a method of
+    its class, and `Fn.forward` is looked up once per test cell; a later cell that rebinds either, or an
+    object that shadows a method with its own attribute, is still seen as the kernel sees it."""
+    km, kc = kernel
+    remote, namespace = verdicts.Remote(kc, 60, kc.get_connection_info()), {}
+    kc.execute_interactive("class T:\n    def __init__(self, v):\n        self.v = v\n"
+                           "    def double(self):\n        return T(2 * self.v)\n"
+                           "class Fn:\n    @staticmethod\n    def forward(x):\n        return x + 1\n",
+                           timeout=60, output_hook=lambda m: None)
+    test = ("start = REMOTE.seq\n"
+            "t = T(1)\n"  # 1 request
+            "assert t.double().double().v == 4\n"  # the first double: 2 (look up, call), then 1 each, .v 1
+            "assert Fn.forward(1) == 2 and Fn.forward(2) == 3\n"  # the first forward: 2, then 1
+            "COUNTS.append(REMOTE.seq - start)\n")
+    counts = []
+    namespace.update(REMOTE=remote, COUNTS=counts)
+    assert verdicts.run_test_cell(remote, test, namespace) == []
+    assert counts == [1 + 3 + 1 + 3], counts
+    kc.execute_interactive("T.double = lambda self: T(3 * self.v)\nFn.forward = staticmethod(lambda x: x - 1)\n"
+                           "shadowed = T(5)\nshadowed.double = lambda: 'own'\n", timeout=60, output_hook=lambda m: None)
+    test = ("assert T(1).double().v == 3 and Fn.forward(1) == 0\n"
+            "assert shadowed.double() == 'own'\n")
+    assert verdicts.run_test_cell(remote, test, namespace) == []

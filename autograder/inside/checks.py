@@ -812,6 +812,19 @@ class RecordingContext:
         return self.saved
 
 
+def recorded_forward(Fn, *args, **kwargs):
+    """``(ctx, Fn.forward(ctx, *args, **kwargs))`` with a fresh :class:`RecordingContext`: in trusted
+    grading, one request to the student's kernel."""
+    if _REMOTE is not None:
+        return _REMOTE.call(None, Fn, *args, builtin="recorded_forward", **kwargs)
+    return _recorded_forward(Fn, *args, **kwargs)
+
+
+def _recorded_forward(Fn, *args, **kwargs):
+    ctx = RecordingContext()
+    return ctx, Fn.forward(ctx, *args, **kwargs)
+
+
 def _same_saved(saved, expected):
     if len(saved) != len(expected):
         return False
@@ -847,8 +860,7 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
         w = tuple(i for i, a in enumerate(args) if _is_float_array(a))
 
         def forward(xs):
-            ctx = RecordingContext() if _REMOTE is None else _REMOTE.call(None, builtin="RecordingContext")
-            return ctx, _run_case(task, c, Fn.forward, ctx, *xs, numpy_only=numpy_only, **c.kwargs)
+            return _run_case(task, c, recorded_forward, Fn, *xs, numpy_only=numpy_only, **c.kwargs)
 
         ctx, out = forward(args)
         _, expected_out = _torch_forward(torch_fn, c.args, c.kwargs)
@@ -1092,9 +1104,10 @@ def code_objects(code):
     return [code] + [c for const in code.co_consts if isinstance(const, type(code)) for c in code_objects(const)]
 
 
-# The pieces of this package that student code may call: the checks' own context, and the graph
-# builder, which calls only the student's operators.
-_ALLOWED_CODE = frozenset(c for f in (RecordingContext.save_for_backward, RecordingContext.saved_tensors.fget,
+# The pieces of this package that student code may run in: the checks' own context, and the
+# callers that hand the student's code its work (a forward with a fresh context, the graph builder).
+_ALLOWED_CODE = frozenset(c for f in (RecordingContext.__init__, RecordingContext.save_for_backward,
+                                      RecordingContext.saved_tensors.fget, recorded_forward, _recorded_forward,
                                       build_graph, _build_graph) for c in code_objects(f.__code__))
 
 

@@ -22,6 +22,7 @@ answers for itself, and what it answers is still compared outside, against the c
 grader chose.
 """
 import builtins
+import inspect
 import json
 import operator
 import re
@@ -91,18 +92,23 @@ class Callback:
         return self._ask("len")
 
 
-def _ref(obj):
-    if type(obj) is Callback:
-        return "callback", obj.number
+def _handle(obj):
     h = _handles.get(id(obj))
     if h is None or _objects.get(h) is not obj:
         h = len(_objects) + 1
         _objects[h] = obj
         _handles[id(obj)] = h
-    return "handle", h
+    return h
 
 
-def _resolve(kind, number):
+def _ref(obj):
+    """A handle, with its class's: the grader learns which attributes of a class are its methods."""
+    if type(obj) is Callback:
+        return "callback", obj.number
+    return "handle", _handle(obj), _handle(type(obj))
+
+
+def _resolve(kind, number, cls=None):
     if kind == "callback":
         return _callbacks.setdefault(number, Callback(number))
     if number not in _objects:
@@ -162,6 +168,27 @@ def _subclass(name, bases, methods, free, attributes):
     return cls
 
 
+def _call_method(obj, name, *args, **kwargs):
+    return getattr(obj, name)(*args, **kwargs)
+
+
+def _stable(obj, name, value):
+    """What the grader may remember of ``getattr(obj, name)``: ``"class"`` when it is a function,
+    static method or class method defined in the class ``obj`` (the same function on every lookup), ``"method"`` when it is a method
+    that ``obj``'s class defines and ``obj`` does not shadow (``obj.name(...)`` can then be one request)."""
+    try:
+        if isinstance(obj, type):
+            found = inspect.getattr_static(obj, name, None)
+            return "class" if isinstance(found, (staticmethod, classmethod, types.FunctionType)) else None
+        if isinstance(value, types.MethodType) and value.__self__ is obj and name not in vars(obj):
+            found = inspect.getattr_static(type(obj), name, None)
+            if isinstance(found, types.FunctionType) and value.__func__ is found:
+                return "method"
+    except Exception:  # an object without a __dict__, a class that hides its attributes: ask each time
+        pass
+    return None
+
+
 def _iterate(obj):
     return list(obj)
 
@@ -187,8 +214,9 @@ def _exit(obj, raised=None):
 BUILTINS = {
     "getattr": getattr, "setattr": setattr, "isinstance": isinstance, "len": len, "repr": repr, "str": str,
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
-    "enter": _enter, "exit": _exit,
-    "names": _names, "define": _define, "subclass": _subclass, "RecordingContext": checks.RecordingContext, "build_graph": checks._build_graph,
+    "enter": _enter, "exit": _exit, "callmethod": _call_method,
+    "names": _names, "define": _define, "subclass": _subclass, "recorded_forward": checks._recorded_forward,
+    "build_graph": checks._build_graph,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",
@@ -228,6 +256,8 @@ def _call(request):
             finally:
                 sys.setprofile(previous)
             answer = {"value": result}
+            if request.get("builtin") == "getattr" and len(args) == 2 and isinstance(args[1], str):
+                answer["stable"] = _stable(args[0], args[1], result)
         except (KeyboardInterrupt, _End):
             raise
         except BaseException as exc:  # SystemExit too: the student's code ended, the kernel did not
@@ -244,7 +274,7 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 # The recording's own functions that the student's code runs through (a ``with`` block, a callback):
 # not a delegation to the package.
 _OWN_CODE = frozenset(c for f in (
-    _enter, _exit, _iterate, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
+    _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
     Callback.__next__, Callback.__len__, Owners.gone) for c in checks.code_objects(f.__code__))
 
 

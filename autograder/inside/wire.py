@@ -114,8 +114,9 @@ REF_KINDS = ("handle", "callback")  # an object of the student's kernel, an obje
 
 class Codec:
     """Encodes and decodes messages for one side. What cannot travel by value travels as a
-    reference: ``make_ref(obj)`` gives its ``(kind, number)``, kind one of :data:`REF_KINDS`, and
-    ``resolve_ref(kind, number)`` turns one received back into an object (its own, or a proxy)."""
+    reference: ``make_ref(obj)`` gives its ``(kind, number)``, kind one of :data:`REF_KINDS`, or
+    ``(kind, number, cls)`` with the number of the object's class, and ``resolve_ref(kind, number,
+    cls)`` turns one received back into an object (its own, or a proxy; ``cls`` None when not sent)."""
 
     def __init__(self, prefix, make_ref, resolve_ref, namespaces=False):
         self.owners = Owners(prefix)
@@ -187,8 +188,8 @@ class Codec:
             return {"numpy_dtype": x.name}
         if isinstance(x, _NUMPY_CALLABLES) and getattr(np, x.__name__, None) is x:
             return {"numpy": x.__name__}  # np.tanh handed to the other side is that side's np.tanh
-        kind, number = self.make_ref(x)
-        return {kind: number}
+        kind, number, *cls = self.make_ref(x)
+        return {kind: number, "class": cls[0]} if cls else {kind: number}
 
     # --- decoding ---------------------------------------------------------------------------
     def decode_message(self, message):
@@ -238,6 +239,14 @@ class Codec:
             return self._decode_array(x)
         if "scalar" in x and x["scalar"] in DTYPES:
             return np.frombuffer(base64.b64decode(x.get("data", ""), validate=True), dtype=x["scalar"])[0]
+        cls = x.get("class")
+        if cls is not None:  # a reference with the number of its class
+            if len(x) != 2 or type(cls) is not int:
+                raise WireError("bad value")
+            (kind, v), = ((k, val) for k, val in x.items() if k != "class")
+            if kind in REF_KINDS and type(v) is int:
+                return self.resolve_ref(kind, v, cls)
+            raise WireError("bad value")
         if len(x) != 1:
             raise WireError("bad value")
         (kind, v), = x.items()
@@ -264,7 +273,7 @@ class Codec:
         if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)):
             return getattr(np, v)
         if kind in REF_KINDS and type(v) is int:
-            return self.resolve_ref(kind, v)
+            return self.resolve_ref(kind, v, None)
         raise WireError(f"unknown value kind {kind!r}")
 
     def _decode_array(self, x):

@@ -98,6 +98,9 @@ class Remote:
         self.numpy_only = False
         self.caught = None  # the checks' list of the student's warnings, while run_student runs
         self.deepest = None  # [the deepest nesting of the student's calls], while run_shallow runs
+        self.methods = set()  # (class handle, name): a method of the class, called in one request
+        self.statics = {}  # (class handle, name): a function of the class, for this test cell
+        self.stable = None  # what the kernel said of the last attribute it looked up (recording._stable)
 
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
@@ -105,6 +108,7 @@ class Remote:
         its own: the grader binds it (beside the kernel's own sockets), the kernel connects."""
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
+        self.statics = {}  # a student cell may have rebound a class's function since the last test cell
         self.msg_id = self.client.execute(SERVE, silent=True, store_history=False, allow_stdin=True)
         self._answer(ping=True)
         self.socket = _ZMQ.socket(zmq.PAIR)
@@ -228,6 +232,8 @@ class Remote:
 
     # --- values -----------------------------------------------------------------------------------
     def _ref(self, obj):
+        if type(obj) is Method:
+            obj = obj.resolve()
         if isinstance(obj, Proxy):
             if object.__getattribute__(obj, "_remote") is not self:
                 raise WireError("an object of another student's kernel")
@@ -239,14 +245,29 @@ class Remote:
             self.callback_numbers[id(obj)] = number
         return "callback", number
 
-    def _resolve(self, kind, number):
+    def _resolve(self, kind, number, cls=None):
         if kind == "callback":
             if number not in self.callbacks:
                 raise WireError("a callback the tests did not hand over")
             return self.callbacks[number]
         if number not in self.proxies:
-            self.proxies[number] = Proxy(self, number)
+            self.proxies[number] = Proxy(self, number, cls)
         return self.proxies[number]
+
+    def getattr(self, proxy, name):
+        """``proxy.name``: a request, unless the kernel said that it is a function of a class (asked
+        once per test cell) or a method of the object's class (then called in one request)."""
+        handle, cls = object.__getattribute__(proxy, "_handle"), object.__getattribute__(proxy, "_class")
+        if (handle, name) in self.statics:
+            return self.statics[handle, name]
+        if (cls, name) in self.methods:
+            return Method(proxy, name)
+        value = self.call(None, proxy, name, builtin="getattr")
+        if self.stable == "class":
+            self.statics[handle, name] = value
+        elif self.stable == "method" and cls is not None:
+            self.methods.add((cls, name))
+        return value
 
     def call(self, fn, *args, builtin=None, **kwargs):
         """``fn(*args, **kwargs)`` in the kernel; ``builtin`` names one of the recording's builtins."""
@@ -263,6 +284,7 @@ class Remote:
         if self.caught is not None:
             self.caught.extend(warnings.WarningMessage(str(text), builtin_class(category, Warning, UserWarning), "<student>", 0)
                                for category, text in answer.get("warnings") or ())
+        self.stable = answer.get("stable")
         if "raised" in answer:
             r = answer["raised"]
             raise student_exception(r.get("types") or [], r.get("message", ""), r.get("frames") or [],
@@ -334,7 +356,7 @@ def _rop(name):
 class Proxy:
     """A student object that lives in the kernel. Every use is a request to it."""
 
-    __slots__ = ("_remote", "_handle", "__weakref__")
+    __slots__ = ("_remote", "_handle", "_class", "__weakref__")
 
     def __new__(cls, *args):
         if len(args) == 3 and isinstance(args[0], str) and isinstance(args[1], tuple) and isinstance(args[2], dict):
@@ -345,17 +367,20 @@ class Proxy:
         return object.__new__(cls)
 
     def __init__(self, *args):
-        if len(args) == 2:  # (else the metaclass call above, whose proxy is already made)
+        if not isinstance(args[0], str):  # (else the metaclass call above, whose proxy is already made)
             object.__setattr__(self, "_remote", args[0])
             object.__setattr__(self, "_handle", args[1])
+            object.__setattr__(self, "_class", args[2] if len(args) > 2 else None)
 
     def _call_builtin(self, name, *args):
         return object.__getattribute__(self, "_remote").call(None, self, *args, builtin=name)
 
     def __getattr__(self, name):
-        return self._call_builtin("getattr", name)
+        return object.__getattribute__(self, "_remote").getattr(self, name)
 
     def __setattr__(self, name, value):
+        remote = object.__getattribute__(self, "_remote")
+        remote.statics.pop((object.__getattribute__(self, "_handle"), name), None)
         self._call_builtin("setattr", name, value)
 
     def __call__(self, *args, **kwargs):
@@ -404,6 +429,31 @@ class Proxy:
     __itruediv__, __imatmul__ = _op("itruediv"), _op("imatmul")
     # NumPy must hand an operator with a proxy to the proxy (x * Tensor), not loop over it
     __array_ufunc__ = None
+
+
+class Method:
+    """``obj.name`` for a method of the class of a student's object: calling it is one request
+    (``obj.name(...)`` in the kernel); any other use asks the kernel for the bound method itself."""
+
+    __slots__ = ("_proxy", "_name")
+
+    def __init__(self, proxy, name):
+        self._proxy, self._name = proxy, name
+
+    def __call__(self, *args, **kwargs):
+        proxy = self._proxy
+        return object.__getattribute__(proxy, "_remote").call(None, proxy, self._name, *args, builtin="callmethod",
+                                                              **kwargs)
+
+    def resolve(self):
+        """The bound method itself, as a proxy."""
+        return self._proxy._call_builtin("getattr", self._name)
+
+    def __getattr__(self, name):
+        return getattr(self.resolve(), name)
+
+    def __repr__(self):
+        return repr(self.resolve())
 
 
 def hidden_line(source):

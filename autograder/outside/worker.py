@@ -109,6 +109,9 @@ def grade_one(job):
             from autograder.inside import checks
 
             checks._bind_torch()  # torch and its warm-up, once per worker: not in the first test cell's time
+            # one thread: the workers already use every core, and torch's second thread spinning
+            # against this worker's own kernel made its oracles 10x slower under load
+            checks.torch.set_num_threads(1)
         try:
             _sandbox_for(job).prepare(config, job)
         except (RuntimeError, OSError) as exc:
