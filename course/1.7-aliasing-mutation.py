@@ -1512,18 +1512,19 @@ def same_report(label, got, expected):
 def check_load(build, label, seed):
     model = checks.run_student("load_state_dict", build, OUR_NN)
     before = {k: v for k, v in model.state_dict().items()}
-    state = random_state(model, seed)
-    if "scale" in state:
-        state["scale"] = state["scale"].astype(np.float32)  # a float32 value is cast into the float64 array
+    source = random_state(model, seed)
+    if "scale" in source:
+        source["scale"] = source["scale"].astype(np.float32)  # a float32 value is cast into the float64 array
+    state = checks.shared_dict(source)  # the caller's dict: what the load leaves in it is what we edit below
     result = checks.run_student("load_state_dict", our_report, model, state, True)
-    same_report(f"{label}: a complete dict", result, torch_report(build, state, True))
+    same_report(f"{label}: a complete dict", result, torch_report(build, source, True))
     after = model.state_dict()
     for key, array in after.items():
         assert array is before[key], (f"[load_state_dict] case '{label}': loading replaced the array of '{key}'; "
                                       "copy the values into it in place (array[...] = value)")
-        checks.assert_close(array, state[key].astype(np.float64), task="load_state_dict", case=label, name=key)
+        checks.assert_close(array, source[key].astype(np.float64), task="load_state_dict", case=label, name=key)
     loaded = {key: array.copy() for key, array in after.items()}
-    for value in state.values():
+    for value in list(state.values()):
         value *= 0.0  # editing the source dict afterwards must not reach the model
     for key, array in after.items():
         checks.assert_close(array, loaded[key], task="load_state_dict", case=label + ", after the source dict was zeroed",

@@ -812,6 +812,15 @@ class RecordingContext:
         return self.saved
 
 
+def shared_dict(mapping):
+    """A copy of ``mapping`` that the student's code receives as the caller's own dict. In trusted
+    grading a dict travels by value; this one lives in the student's kernel instead, so that what
+    the code does to it (a key rebound to another array) is what the test then sees, as in a notebook."""
+    if _REMOTE is not None:
+        return _REMOTE.call(None, list(mapping.items()), builtin="shared_dict")
+    return dict(mapping)
+
+
 def recorded_forward(Fn, *args, **kwargs):
     """``(ctx, Fn.forward(ctx, *args, **kwargs))`` with a fresh :class:`RecordingContext`: in trusted
     grading, one request to the student's kernel."""

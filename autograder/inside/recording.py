@@ -168,6 +168,11 @@ def _subclass(name, bases, methods, free, attributes):
     return cls
 
 
+class SharedDict(dict):
+    """A dict of the tests that stays in this kernel (``checks.shared_dict``): not a ``dict``, so it
+    travels as a handle."""
+
+
 def _call_method(obj, name, *args, **kwargs):
     return getattr(obj, name)(*args, **kwargs)
 
@@ -215,7 +220,7 @@ BUILTINS = {
     "getattr": getattr, "setattr": setattr, "isinstance": isinstance, "len": len, "repr": repr, "str": str,
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
     "enter": _enter, "exit": _exit, "callmethod": _call_method,
-    "names": _names, "define": _define, "subclass": _subclass, "recorded_forward": checks._recorded_forward,
+    "names": _names, "define": _define, "subclass": _subclass, "recorded_forward": checks._recorded_forward, "shared_dict": SharedDict,
     "build_graph": checks._build_graph,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
@@ -275,7 +280,7 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 # not a delegation to the package.
 _OWN_CODE = frozenset(c for f in (
     _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
-    Callback.__next__, Callback.__len__, Owners.gone) for c in checks.code_objects(f.__code__))
+    Callback.__next__, Callback.__len__, Owners.gone, builtin_class) for c in checks.code_objects(f.__code__))
 
 
 def _answer(request):

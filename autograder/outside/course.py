@@ -18,15 +18,12 @@ class Assignment:
     # Exercises where torch is the point (their checks run with numpy_only=False): the NumPy-only
     # rule does not apply to them, and the grading tools treat them accordingly.
     torch_tasks: tuple = ()
-    # Why this unit's test cells still run in the student's kernel, when they do; empty: the
-    # grader runs them in its own process (trusted verdicts, autograder.outside.verdicts).
-    kernel_verdicts: str = ""
 
     @property
     def trusted_verdicts(self):
         """True when the grader runs this unit's test cells itself, against the student's kernel. A
         unit with a torch exercise is graded in its kernel: torch tensors do not cross the wire yet."""
-        return not (self.torch_tasks or self.kernel_verdicts)
+        return not self.torch_tasks
 
     @property
     def course_file(self):
@@ -47,9 +44,7 @@ ASSIGNMENTS = [
     Assignment("1.5-gradient-checks", "gradient_checks", "Gradient checks with finite differences"),
     Assignment("1.6-tensor-layout", "tensor_layout", "Tensor layout: shape, stride, views and copies",
                torch_tasks=("shares_storage", "assert_view")),
-    Assignment("1.7-aliasing-mutation", "aliasing_mutation", "Aliasing, mutation and module ownership",
-               kernel_verdicts="graded trusted, one catalogued mistake (add_rebinds_data) still passes "
-                               "test_checked_context: to be found before this unit leaves its kernel"),
+    Assignment("1.7-aliasing-mutation", "aliasing_mutation", "Aliasing, mutation and module ownership"),
     Assignment("1.8-mini-project", "mini_project", "Mini-project: tensor reverse-mode engine with differential checks",
                torch_tasks=("differential_tests",)),
 ]
