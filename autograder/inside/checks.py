@@ -824,12 +824,14 @@ def shared_dict(mapping):
 def recorded_forward(Fn, *args, **kwargs):
     """``(ctx, Fn.forward(ctx, *args, **kwargs))`` with a fresh :class:`RecordingContext`: in trusted
     grading, one request to the student's kernel."""
+    __tracebackhide__ = True
     if _REMOTE is not None:
         return _REMOTE.call(None, Fn, *args, builtin="recorded_forward", **kwargs)
     return _recorded_forward(Fn, *args, **kwargs)
 
 
 def _recorded_forward(Fn, *args, **kwargs):
+    __tracebackhide__ = True
     ctx = RecordingContext()
     return ctx, Fn.forward(ctx, *args, **kwargs)
 
@@ -864,6 +866,8 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
     """
     _bind_torch()
     torch_fn = oracles.oracle(oracle)
+    if _REMOTE is None:  # run_student sees recorded_forward: the exercise is Fn.forward's
+        _note_exercise(task, getattr(Fn, "forward", None))
     for n, c in enumerate(cases):
         args = tuple(_copy(a) for a in c.args)
         w = tuple(i for i, a in enumerate(args) if _is_float_array(a))
