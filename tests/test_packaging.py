@@ -59,3 +59,13 @@ def test_makefile_puts_the_venv_first_on_path():
     assert "export PATH := $(VENV)/bin:$(PATH)" in text
     for target in ("demo:", "test:", "build:", "lab:"):
         assert target in text
+
+
+@pytest.mark.xdist_group("grouping")
+def test_xdist_groups_reach_one_worker(request):
+    """`make test` runs `--dist loadgroup` so that a group's shared work (each unit's catalogue,
+    graded once for all its tests) happens once; a pytest that drops the group from the node id
+    (9.2, pytest-xdist issue #1386) does it on every worker."""
+    if not request.config.getoption("loadgroup", default=False):
+        pytest.skip("not run with --dist loadgroup")
+    assert request.node.nodeid.endswith("@grouping"), request.node.nodeid
