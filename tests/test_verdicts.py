@@ -70,6 +70,9 @@ def test_python_values_round_trip():
      "body": {"array": "k1", "dtype": "float64", "shape": [1 << 30], "strides": [0], "offset": 0}},  # huge
     {"owners": {}, "body": {"pickle": "gASVAAAA"}},
     {"owners": {}, "body": {"array": "nowhere", "dtype": "float64", "shape": [], "strides": [], "offset": 0}},
+    {"owners": {}, "body": {"int": "5", "class": 3}},  # a class number goes with a reference only
+    {"owners": {}, "body": {"handle": 1, "class": "3"}},
+    {"owners": {}, "body": {"handle": 1, "callback": 2, "class": 3}},
 ])
 def test_malformed_messages_are_refused(message):
     _, kernel = pair()

@@ -239,17 +239,11 @@ class Codec:
             return self._decode_array(x)
         if "scalar" in x and x["scalar"] in DTYPES:
             return np.frombuffer(base64.b64decode(x.get("data", ""), validate=True), dtype=x["scalar"])[0]
-        cls = x.get("class")
-        if cls is not None:  # a reference with the number of its class
-            if len(x) != 2 or type(cls) is not int:
-                raise WireError("bad value")
-            (kind, v), = ((k, val) for k, val in x.items() if k != "class")
-            if kind in REF_KINDS and type(v) is int:
-                return self.resolve_ref(kind, v, cls)
+        cls = x.get("class")  # a reference may carry the number of its object's class
+        rest = x if cls is None else {k: val for k, val in x.items() if k != "class"}
+        if len(rest) != 1 or (cls is not None and (type(cls) is not int or next(iter(rest)) not in REF_KINDS)):
             raise WireError("bad value")
-        if len(x) != 1:
-            raise WireError("bad value")
-        (kind, v), = x.items()
+        (kind, v), = rest.items()
         if kind == "int":
             return int(v)
         if kind == "float":
@@ -273,7 +267,7 @@ class Codec:
         if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)):
             return getattr(np, v)
         if kind in REF_KINDS and type(v) is int:
-            return self.resolve_ref(kind, v, None)
+            return self.resolve_ref(kind, v, cls)
         raise WireError(f"unknown value kind {kind!r}")
 
     def _decode_array(self, x):

@@ -100,7 +100,6 @@ class Remote:
         self.deepest = None  # [the deepest nesting of the student's calls], while run_shallow runs
         self.methods = set()  # (class handle, name): a method of the class, called in one request
         self.statics = {}  # (class handle, name): a function of the class, for this test cell
-        self.stable = None  # what the kernel said of the last attribute it looked up (recording._stable)
 
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
@@ -262,15 +261,21 @@ class Remote:
             return self.statics[handle, name]
         if (cls, name) in self.methods:
             return Method(proxy, name)
-        value = self.call(None, proxy, name, builtin="getattr")
-        if self.stable == "class":
+        answer = self._answered(None, proxy, name, builtin="getattr")
+        value, stable = answer.get("value"), answer.get("stable")  # stable: see recording._stable
+        if stable == "class":
             self.statics[handle, name] = value
-        elif self.stable == "method" and cls is not None:
+        elif stable == "method" and cls is not None:
             self.methods.add((cls, name))
         return value
 
     def call(self, fn, *args, builtin=None, **kwargs):
         """``fn(*args, **kwargs)`` in the kernel; ``builtin`` names one of the recording's builtins."""
+        return self._answered(fn, *args, builtin=builtin, **kwargs).get("value")
+
+    def _answered(self, fn, *args, builtin=None, **kwargs):
+        """The kernel's answer to a call, once what it recorded (depth, delegation, warnings, an
+        exception) has been taken in."""
         fields = {"numpy_only": bool(self.numpy_only), "depth": self.deepest is not None}
         if builtin:
             fields["builtin"] = builtin
@@ -284,12 +289,11 @@ class Remote:
         if self.caught is not None:
             self.caught.extend(warnings.WarningMessage(str(text), builtin_class(category, Warning, UserWarning), "<student>", 0)
                                for category, text in answer.get("warnings") or ())
-        self.stable = answer.get("stable")
         if "raised" in answer:
             r = answer["raised"]
             raise student_exception(r.get("types") or [], r.get("message", ""), r.get("frames") or [],
                                     r.get("exception"))
-        return answer.get("value")
+        return answer
 
     def subclass(self, name, bases, namespace):
         """A class that a test's helper defines on a student's class, made in the kernel: its
