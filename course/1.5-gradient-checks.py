@@ -1357,10 +1357,12 @@ from autograder.inside import checks
 
 
 def expected_sweep(f, x, steps):
-    """The engine's gradient against the central differences of the checks, in x's dtype, for each step."""
-    leaf = Tensor(np.array(x), requires_grad=True)
+    """The engine's gradient against the central differences of the checks, in x's dtype, for each step.
+    The engine is the locked cell's (graded, it runs outside our kernel, as the course wrote it)."""
+    engine = checks.locked_cell("machinery")
+    leaf = engine.Tensor(np.array(x), requires_grad=True)
     f(leaf).backward()
-    return np.array([np.max(np.abs(checks.central_differences(lambda v: f(Tensor(v)).data, x, h) - leaf.grad))
+    return np.array([np.max(np.abs(checks.central_differences(lambda v: f(engine.Tensor(v)).data, x, h) - leaf.grad))
                      for h in steps], dtype=np.float64)
 
 
@@ -1736,6 +1738,8 @@ def find_the_bug(engine):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_find_the_bug", "locked": true, "points": 13, "schema_version": 3, "solution": false, "task": false}
+import random
+
 from autograder.inside import checks
 
 # Probe inputs for the checks' comparison with the engine of part 2 (inside every domain, away from the kink).
@@ -1746,12 +1750,22 @@ FIND_PROBES = {"Add": (checks.randn(1, 2, 3), checks.randn(2, 2, 3)), "Sub": (ch
                "Tanh": (checks.randn(12, 4),), "ReLU": (checks.randn(13, 4) + np.array([1.0, -1.0, 1.0, -1.0]),)}
 
 
-def check_found(label, engine):
+# The engine of part 2 as the course wrote it (graded, it runs outside our kernel): what each engine is compared with.
+REFERENCE = checks.locked_cell("machinery")
+REFERENCE_OPS = {name: getattr(REFERENCE, name) for name in FIND_PROBES}
+
+
+def check_found(label, engine, planted=None):
     """find_the_bug(engine); only after it returns do the checks work out which op the engine breaks, by running
-    each op next to the engine of part 2, so the answer is nowhere to be read while find_the_bug runs."""
+    each op next to the engine of part 2, so the answer is nowhere to be read while find_the_bug runs. `planted` is
+    the op the test made the engine break (None: no op; "one": one op, unknown to the test)."""
     got = checks.run_student("find_the_bug", find_the_bug, engine)
-    broken = checks.differing_backwards(engine, _ENGINE_CLASSES, FIND_PROBES, Context)
-    assert len(broken) <= 1, f"[find_the_bug] test error: {label} breaks {broken}"
+    broken = checks.differing_backwards(engine, REFERENCE_OPS, FIND_PROBES, Context, reference_context=REFERENCE.Context)
+    if broken != ([] if planted is None else [planted]) and not (planted == "one" and len(broken) == 1):
+        raise checks.CheckFailure(
+            f"[find_the_bug] {label}: the test made this engine break {planted or 'no operation'}, but it breaks "
+            f"{broken or 'none'}: a cell changed the engine of part 2 or make_engine; restart the kernel and run "
+            "every cell in order.")
     expected = broken[0] if broken else None
     if got == expected:
         return
@@ -1766,12 +1780,14 @@ def check_found(label, engine):
     raise checks.CheckFailure(f"{where}: expected {expected!r}, got {got!r}. Hint: {hint}")
 
 
+# the test's own bugs: the notebook's BUG_CANDIDATES, as the locked cell wrote them
+CANDIDATES = checks.locked_cell("machinery", "planted_bug").BUG_CANDIDATES
 check_found("CORRECT_ENGINE", CORRECT_ENGINE)
-check_found("PLANTED, our engine", PLANTED)
-engines = [make_engine(bug) for bug in BUG_CANDIDATES] + [make_engine()]
-_DISGUISES.shuffle(engines)  # which engine comes when says nothing about its bug
-for engine in engines:
-    check_found("an engine of make_engine", engine)
+check_found("PLANTED, our engine", PLANTED, planted="one")
+engines = [(make_engine(bug), bug[0]) for bug in CANDIDATES] + [(make_engine(), None)]
+random.SystemRandom().shuffle(engines)  # which engine comes when says nothing about its bug
+for engine, op in engines:
+    check_found("an engine of make_engine", engine, op)
 ### BEGIN HIDDEN TESTS
 # Other bugs in the same ops: other wrong formulas than the candidates the notebook shows.
 OTHER_BUGS = [("Sub", "unbroadcast(-grad, a_shape), unbroadcast(grad, b_shape)"),
@@ -1779,10 +1795,10 @@ OTHER_BUGS = [("Sub", "unbroadcast(-grad, a_shape), unbroadcast(grad, b_shape)")
               ("Div", "unbroadcast(grad * b, a.shape), unbroadcast(-(grad * a) / (b * b), b.shape)"),
               ("Neg", "-np.ones_like(grad)"), ("Exp", "out"), ("Log", "grad / (a + 1)"),
               ("Tanh", "grad * (1 - np.tanh(out) ** 2)"), ("ReLU", "grad * mask * 2.0")]
-engines = [make_engine(bug) for bug in OTHER_BUGS] + [make_engine()]
-_DISGUISES.shuffle(engines)
-for engine in engines:
-    check_found("an engine broken another way", engine)
+engines = [(make_engine(bug), bug[0]) for bug in OTHER_BUGS] + [(make_engine(), None)]
+random.SystemRandom().shuffle(engines)
+for engine, op in engines:
+    check_found("an engine broken another way", engine, op)
 ### END HIDDEN TESTS
 
 

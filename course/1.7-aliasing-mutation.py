@@ -143,10 +143,12 @@ view_or_copy = {
 
 # %% nbgrader={"grade": true, "grade_id": "test_view_or_copy", "locked": true, "points": 5, "schema_version": 3, "solution": false, "task": false}
 from autograder.inside import checks
+# The expressions as the locked cell wrote them (graded, read outside our kernel: only these are evaluated).
+EXPRESSIONS = checks.locked_cell("view_or_copy_cases").VIEW_OR_COPY_EXPRESSIONS
 assert isinstance(view_or_copy, dict), "[view_or_copy] set view_or_copy to a dict {expression: True or False}"
-assert set(view_or_copy) == set(VIEW_OR_COPY_EXPRESSIONS), "[view_or_copy] answer every expression of VIEW_OR_COPY_EXPRESSIONS"
+assert set(view_or_copy) == set(EXPRESSIONS), "[view_or_copy] answer every expression of VIEW_OR_COPY_EXPRESSIONS"
 a = np.arange(24.0).reshape(4, 6)
-wrong = sum(bool(view_or_copy[e]) != np.shares_memory(eval(e), a) for e in VIEW_OR_COPY_EXPRESSIONS)
+wrong = sum(bool(view_or_copy[e]) != np.shares_memory(eval(e), a) for e in EXPRESSIONS)
 # atol 0: a count of wrong answers, an integer
 checks.check_value("view_or_copy", "view_or_copy (the number of wrong answers)", wrong, 0, atol=0,
                    hint="basic indexing gives views, advanced indexing copies; reshape copies when the elements "

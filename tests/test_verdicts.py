@@ -281,3 +281,31 @@ def test_methods_and_class_functions_cost_one_request_and_follow_the_notebook(ke
     test = ("assert T(1).double().v == 3 and Fn.forward(1) == 0\n"
             "assert shadowed.double() == 'own'\n")
     assert verdicts.run_test_cell(remote, test, namespace) == []
+
+
+def test_expected_values_from_a_locked_cell_are_computed_by_the_course_code_not_the_kernels(kernel, tmp_path):
+    """``checks.locked_cell`` runs the source notebook's locked cell in the grader: a student cell that
+    rebinds what that cell defined (here ``scale``, which the test needs for its expected value) changes
+    the student's answer only, so a wrong answer stays wrong."""
+    import nbformat
+
+    locked = "def scale(x):\n    return 3.0 * x\n"
+    source = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(locked, metadata={"nbgrader": {
+        "grade": False, "grade_id": "machinery", "locked": True, "solution": False, "schema_version": 3}})])
+    path = tmp_path / "source.ipynb"
+    nbformat.write(source, str(path))
+    km, kc = kernel
+    tampered = locked + "".join(["def ", "sca", "le(x):\n    return 0.0 * x\n"])  # the cell, then a student's rebinding
+    answer = "def triple(x):\n    return 0.0 * x\n"  # wrong, and equal to the tampered scale
+    assert kc.execute_interactive(tampered + answer, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
+    test = ("from autograder.inside import checks\n"
+            "x = np.arange(3.0)\n"
+            "checks.assert_close(triple(x), checks.locked_cell('machinery').scale(x), task='triple', name='y')\n")
+    remote = verdicts.Remote(kc, 60, kc.get_connection_info(), str(path))
+    (out,) = verdicts.run_test_cell(remote, test, {})
+    assert out["output_type"] == "error" and "[triple]" in out["evalue"]
+    # the same test against the kernel's own names, as in a notebook, is fooled: that is what the locked cell prevents
+    fooled = test.replace("checks.locked_cell('machinery').scale(x)", "scale(x)")
+    assert verdicts.run_test_cell(remote, fooled, {}) == []
+    with pytest.raises(LookupError):
+        remote.locked_cell("nowhere")

@@ -812,6 +812,16 @@ class RecordingContext:
         return self.saved
 
 
+def locked_cell(*grade_ids):
+    """The names that the notebook's locked cells ``grade_ids`` define, run in that order in one
+    scope (the course's own code, such as unit 1.5's engine), for computing expected values. In
+    trusted grading those cells' text, read from the source notebook, runs in the grader, where no
+    student cell can have changed what it defines; in a notebook they are the notebook's own names."""
+    if _REMOTE is not None:
+        return _REMOTE.locked_cell(*grade_ids)
+    return types.SimpleNamespace(**sys._getframe(1).f_globals)
+
+
 def shared_dict(mapping):
     """A copy of ``mapping`` that the student's code receives as the caller's own dict. In trusted
     grading a dict travels by value; this one lives in the student's kernel instead, so that what
@@ -1316,20 +1326,21 @@ def oracle_value(oracle_name, *args, **kwargs):
     return _to_numpy(out)
 
 
-def differing_backwards(engine, reference, probes, Context, seed=0):
+def differing_backwards(engine, reference, probes, Context, seed=0, reference_context=None):
     """The names, in ``probes`` order, of the operations of ``engine`` whose backward gives other
     gradients than the class of the same name in ``reference`` (a mapping of names to Functions).
 
     ``probes`` maps each name to the forward's input arrays; each op runs forward, then backward
-    with one random upstream gradient (drawn with ``seed``), on a fresh ``Context()``. A test cell
-    learns this way, after the student's code has returned, which op an engine breaks, without
-    keeping the answer anywhere that code could read."""
+    with one random upstream gradient (drawn with ``seed``), on a fresh ``Context()`` (for the
+    reference's, ``reference_context()`` when given: a reference from :func:`locked_cell` has its
+    own). A test cell learns this way, after the student's code has returned, which op an engine
+    breaks, without keeping the answer anywhere that code could read."""
     rng = _default_rng(seed)
     found = []
     for name, args in probes.items():
         results = []
-        for cls in (getattr(engine, name), reference[name]):
-            ctx = Context()
+        for cls, make_context in ((getattr(engine, name), Context), (reference[name], reference_context or Context)):
+            ctx = make_context()
             out = cls.forward(ctx, *[_array(a) for a in args])
             if not results:
                 grad = rng.standard_normal(_asarray(out).shape)

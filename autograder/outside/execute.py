@@ -59,6 +59,10 @@ class BoundedExecute(Execute):
         False, help="Run each test cell's code in the grader's process, against proxies of the student's "
                     "names (autograder.outside.verdicts), instead of sending it to the student's kernel.").tag(config=True)
 
+    source_notebook = Unicode(
+        "", help="The assignment's source notebook: with trusted_tests, the checks run its locked cells' code "
+                 "in the grader (checks.locked_cell) to compute expected values.").tag(config=True)
+
     def on_comm_open_jupyter_widget(self, msg):
         # set here, not in __init__: nbconvert's preprocess() runs NotebookClient.__init__ again,
         # which puts nbclient's own mimic back in the registry
@@ -83,7 +87,8 @@ class BoundedExecute(Execute):
             client = BlockingKernelClient()
             client.load_connection_info(self.km.get_connection_info())
             client.start_channels()
-            self._remote = verdicts.Remote(client, self.timeout or 600, self.km.get_connection_info())
+            self._remote = verdicts.Remote(client, self.timeout or 600, self.km.get_connection_info(),
+                                          self.source_notebook or None)
         seeds = [a[len("--seed="):] for a in self.extra_arguments if a.startswith("--seed=")]
         try:
             with checks.student_seed_of(int(seeds[-1]) if seeds else None):

@@ -541,7 +541,7 @@ class Sandbox:
         They are written with :func:`copy_into` into the ``work/`` folder that :meth:`ready` found
         empty and unchanged.
         Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.outside.execute.ResetCellMetadata` and
-        :class:`autograder.outside.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook``,
+        :class:`autograder.outside.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook`` and ``BoundedExecute.source_notebook``,
         ``Execute.kernel_name``, ``.extra_arguments`` (the student seed, :func:`seed_for`) and
         ``.shutdown_kernel``, and ``KernelManager.transport``, ``.connection_file`` and ``.ip``.
         """
@@ -558,6 +558,7 @@ class Sandbox:
             os.close(work)
         config.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
         config.ResetCellMetadata.source_notebook = str(root / "source" / job["assignment"] / notebook)
+        config.BoundedExecute.source_notebook = config.ResetCellMetadata.source_notebook
         config.Execute.kernel_name = KERNEL_NAME
         config.Execute.extra_arguments = [f"--seed={seed_for(job['assignment'], job['student'])}"]
         config.Execute.shutdown_kernel = "immediate"  # the zygote stops what is left of the kernel

@@ -25,8 +25,10 @@ import time
 import types
 import warnings
 
+import nbformat
 import numpy as np
 import zmq
+from nbgrader import utils as nbutils
 
 from autograder.inside import checks
 from autograder.inside.wire import Codec, WireError, builtin_class
@@ -80,8 +82,10 @@ def student_exception(types, message, frames, kernel=None):
 class Remote:
     """The grader's end of one kernel's stdin channel, for the test cells of one notebook."""
 
-    def __init__(self, client, deadline_seconds=60.0, connection=None):
+    def __init__(self, client, deadline_seconds=60.0, connection=None, source_notebook=None):
         self.client = client
+        self.source_notebook = source_notebook  # the assignment's source notebook: its locked cells are trusted
+        self.locked = {}  # (grade_id, ...): the names those locked cells define, run here
         self.deadline_seconds = deadline_seconds
         self.connection = connection or {}  # the kernel's connection info: where its own sockets are
         self.codec = Codec("t", self._ref, self._resolve, namespaces=True)
@@ -324,6 +328,23 @@ class Remote:
                 bare.decorator_list = []  # the kernel wraps it again (staticmethod...)
                 return ast.unparse(bare)
         raise WireError(f"the source of {fn.__qualname__} is not in a test cell")
+
+    def locked_cell(self, *grade_ids):
+        """The names that the source notebook's locked code cells ``grade_ids`` define, their text
+        run here in that order, in one scope with ``np`` and ``checks`` (once per notebook): the
+        course's own code, out of the student's reach."""
+        if grade_ids not in self.locked:
+            cells = {c.metadata["nbgrader"].get("grade_id"): c.source
+                     for c in (nbformat.read(self.source_notebook, as_version=4).cells if self.source_notebook else ())
+                     if c.cell_type == "code" and nbutils.is_locked(c) and not nbutils.is_grade(c)
+                     and not nbutils.is_solution(c)}
+            scope = {"__name__": "locked_cells", "np": np, "checks": checks}
+            for grade_id in grade_ids:
+                if grade_id not in cells:
+                    raise LookupError(f"the source notebook has no locked cell {grade_id!r}")
+                exec(compile(cells[grade_id], f"<locked cell {grade_id}>", "exec"), scope)
+            self.locked[grade_ids] = types.SimpleNamespace(**scope)
+        return self.locked[grade_ids]
 
     def names(self):
         """The notebook's names: its objects as proxies, and the standard modules it imported, imported here."""

@@ -1,0 +1,86 @@
+"""Tampering with what the test cells compute expected values from (issue 8).
+
+The notebook's locked cells (unit 1.5's engine, unit 1.7's list of expressions) run in the
+student's kernel, where a later cell can rebind what they define. With trusted verdicts the test
+cells compute their expected values from the source notebook's locked cells, run in the grader
+(``checks.locked_cell``), so a tampered kernel changes only the student's own answers. Each
+attacker, built from the reference submission by appending to one solution cell, is graded
+before a victim (the reference) on the same workers; the victim keeps full marks.
+"""
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autograder.outside import grader, grading
+from autograder.outside.grading import cell
+
+pytestmark = pytest.mark.xdist_group("tamper")
+
+# Unit 1.5, step_size_sweep: a Tensor whose every operation gives a zero tensor with a zero .grad. A
+# test that took its expected errors from the kernel's Tensor would expect zeros, which this answer gives.
+ZERO_ENGINE = """
+class Tensor:
+    def __init__(self, data, requires_grad=False):
+        self.data, self.grad = np.zeros(()), np.zeros(np.shape(data))
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None if name == "backward" else self
+for _name in ["add", "sub", "mul", "matmul", "truediv", "radd", "rsub", "rmul", "rtruediv"]:
+    setattr(Tensor, "__" + _name + "__", lambda self, *args: self)
+def step_size_sweep(f, x, steps):
+    return np.zeros(len(steps))
+"""
+# Unit 1.5, find_the_bug: every engine the test is handed is the correct one, so "None" is always right
+# if the test believed the kernel about which operation an engine breaks.
+NO_BUGS = """
+globals()["make" + "_engine"] = lambda bug=None: CORRECT_ENGINE
+globals()["PLAN" + "TED"] = CORRECT_ENGINE
+def find_the_bug(engine):
+    return None
+"""
+
+
+def eval_injection(canary):
+    """Unit 1.7, view_or_copy: an expression of the student's own, which a test that evaluated the
+    kernel's list would run in the grader's process (it writes ``canary``)."""
+    return (f"_expr = '__imp' + 'ort__(\"pathlib\").Path({json.dumps(str(canary))}).write_text(\"pwned\") and a'\n"
+            "globals()['VIEW_OR_COPY' + '_EXPRESSIONS'] = [_expr]\n"
+            "view_or_copy = {_expr: False}\n")
+
+
+CASES = {  # unit: {student: (the solution cell appended to, the code, a test cell that must lose points)}
+    "1.5-gradient-checks": {"sweep-zero-engine": ("step_size_sweep", lambda canary: ZERO_ENGINE, "test_step_size_sweep"),
+                            "no-bugs": ("find_the_bug", lambda canary: NO_BUGS, "test_find_the_bug")},
+    "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy")},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def graded(request):
+    aid = request.param
+    with tempfile.TemporaryDirectory(prefix="tamper-") as tmp:
+        course = Path(tmp).resolve() / "course"
+        spot = Path(tmp).resolve() / "open"  # outside the course, writable by whichever user grades
+        spot.mkdir()
+        spot.chmod(0o1777)
+        canary = spot / "canary.txt"
+        grading.prepare_course(course, aid)
+        for n, (student, (grade_id, code, _)) in enumerate(sorted(CASES[aid].items())):
+            nb = grading.reference_submission(aid)
+            cell(nb, grade_id).source += "\n" + code(canary)
+            grading.submit(course, aid, f"m{n}-{student}", nb)
+            grading.submit(course, aid, f"m{n}-victim", grading.reference_submission(aid))  # graded right after
+        records = grader.grade(course, aid, grader.Options(workers=2, progress=False))
+        yield aid, records, grading.read_grades(f"sqlite:///{course}/gradebook.db", aid), canary
+
+
+def test_a_tampered_kernel_earns_nothing_and_the_next_student_keeps_full_marks(graded):
+    aid, records, grades, canary = graded
+    for n, (student, (_, _, target)) in enumerate(sorted(CASES[aid].items())):
+        attacker, victim = f"m{n}-{student}", f"m{n}-victim"
+        assert records[attacker].status == "graded", records[attacker].reason
+        score, points = grades[attacker][target]
+        assert score < points, f"{attacker} kept {target}"
+        assert all(s == p for s, p in grades[victim].values()), grades[victim]
+    assert not canary.exists(), "an expression of the student's ran in the grader"
