@@ -1638,10 +1638,16 @@ def check_linear(n_in, n_out, bias, seed):
     checks.check_equal("linear_mlp", label, "named_parameters() as (name, shape)",
                        checks.run_student("linear_mlp", layout, layer, "named_parameters"), expected)
     again = [checks.run_student("linear_mlp", Linear, n_in, n_out, bias=bias, rng=seed) for _ in range(2)]
+    for twin in again:  # each layer has them all, so that the loops below see every parameter
+        checks.check_equal("linear_mlp", f"{label}, built with rng={seed}", "named_parameters() as (name, shape)",
+                           checks.run_student("linear_mlp", layout, twin, "named_parameters"), expected)
     for (name, p), (_, q) in zip(again[0].named_parameters(), again[1].named_parameters()):
         checks.assert_close(q.data, p.data, task="linear_mlp", case=f"{label}, built twice with rng={seed}", name=name,
                             hints=[lambda g, e: "draw the values from np.random.default_rng(rng)."])
     big = checks.run_student("linear_mlp", Linear, n_in, 200, rng=seed)
+    checks.check_equal("linear_mlp", f"Linear({n_in}, 200)", "named_parameters() as (name, shape)",
+                       checks.run_student("linear_mlp", layout, big, "named_parameters"),
+                       checks.oracle("module_layout")(lambda nn: nn.Linear(n_in, 200))["named_parameters"])
     bound = 1 / np.sqrt(n_in)
     for name, p in big.named_parameters():
         assert np.all(np.abs(p.data) <= bound) and np.std(p.data) > bound / 4, (

@@ -73,6 +73,7 @@ def test_python_values_round_trip():
     {"owners": {}, "body": {"int": "5", "class": 3}},  # a class number goes with a reference only
     {"owners": {}, "body": {"handle": 1, "class": "3"}},
     {"owners": {}, "body": {"handle": 1, "callback": 2, "class": 3}},
+    {"owners": {}, "body": {"function": ["lambda", "lambda: 0", [], []]}},  # code never travels to the grader
 ])
 def test_malformed_messages_are_refused(message):
     _, kernel = pair()
@@ -199,6 +200,30 @@ def test_a_function_of_the_test_runs_in_the_grader_when_the_students_code_calls_
     assert run_cells(kernel, student, test) == [[]]
 
 
+def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
+    """A lambda or a def that only returns, from the visible part, reading numpy, arrays and the student's
+    objects, is compiled in the kernel: the student's calls of it cost no round trip. One that keeps a
+    record, or that a hidden part wrote (its text must not enter the kernel), stays in the grader."""
+    km, kc = kernel
+    student = ("import numpy as np\n"
+               "class Box:\n    def __init__(self, v):\n        self.v = v\n    def twice(self):\n        return 2 * self.v\n"
+               "def apply_all(f, xs):\n    return [f(x) for x in xs]\n")
+    assert kc.execute_interactive(student, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
+    test = ("W = np.arange(3.0)\n"
+            "def cube(v):\n    \"\"\"v cubed, plus W.\"\"\"\n    return v ** 3 + W\n"
+            "assert np.array_equal(apply_all(lambda v: np.tanh(Box(v).twice()) + W, [1.0, 2.0])[1], np.tanh(4.0) + W)\n"
+            "assert np.array_equal(apply_all(cube, [2.0])[0], 8.0 + W)\n"
+            "seen = []\n"
+            "assert apply_all(lambda v: seen.append(v) or v, [5, 6]) == [5, 6] and seen == [5, 6]\n"
+            "### BEGIN HIDDEN TESTS\n"
+            "assert apply_all(lambda v: v + 1, [1]) == [2]\n"
+            "### END HIDDEN TESTS\n")
+    remote = verdicts.Remote(kc, 60, kc.get_connection_info())
+    assert verdicts.run_test_cell(remote, test, {}) == []
+    kept = sorted(f.__code__.co_firstlineno for f in remote.callbacks.values())
+    assert kept == [8, 10], kept  # the lambda that appends to seen, and the hidden one
+
+
 def test_with_blocks_exceptions_and_array_identity_reach_the_students_objects(kernel):
     student = ("import numpy as np\n"
                "class Boom(ValueError):\n    def __init__(self, index):\n        super().__init__(f'at {index}')\n"
@@ -309,3 +334,31 @@ def test_expected_values_from_a_locked_cell_are_computed_by_the_course_code_not_
     assert verdicts.run_test_cell(remote, fooled, {}) == []
     with pytest.raises(LookupError):
         remote.locked_cell("nowhere")
+
+
+def test_the_kernel_names_no_module_for_the_grader_to_import(kernel):
+    """A module bound in the notebook is bound in the test only when it is one of NOTEBOOK_MODULES, by its
+    exact name: a fake module named after a standard package's ``__main__`` (whose import runs a program
+    in the worker) is not imported."""
+    import sys
+
+    student = "import types as t_, re as re_\nmod_ = t_.ModuleType('venv.' + '__main__')\n"
+    test = "assert re_.fullmatch('a+', 'aa')\nassert 'mod_' not in dir()\n"
+    assert run_cells(kernel, student, test) == [[]]
+    assert "venv.__main__" not in sys.modules
+
+
+def test_what_the_kernel_sends_cannot_steer_the_grader(kernel):
+    """NumPy functions that are not ufuncs (np.seterrcall, np.save) come back as the student's objects, not
+    as the worker's own; a StopIteration of the student's code is not one in the worker (it would end a `map`)."""
+    student = ("import numpy as np\n"
+               "def which():\n    return np.seterrcall, np.tanh\n"
+               "def boom(_):\n    raise StopIteration('early')\n")
+    test = ("found, tanh = which()\n"
+            "assert found is not np.seterrcall and tanh is np.tanh\n"
+            "try:\n    list(map(boom, [1, 2]))\nexcept Exception as e:\n    caught = e\n"
+            "assert type(caught).__name__ == 'StopIteration' and not isinstance(caught, StopIteration)\n")
+    assert run_cells(kernel, student, test) == [[]]
+    grader_side = Codec("t", None, None, namespaces=True)
+    with pytest.raises(WireError):
+        grader_side.decode_message({"owners": {}, "body": {"numpy": "save"}})

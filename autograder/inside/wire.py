@@ -4,7 +4,10 @@ A message is JSON. Plain data travels by value: ``None``, booleans, numbers, str
 lists, dicts, NumPy scalars and NumPy arrays of a numeric or boolean dtype. Anything else stays
 where it lives and travels as a number that the other side turns into a proxy: a *handle* names an
 object of the student's kernel, a *callback* an object of the grader's (a function that a test
-hands to the student's code, such as the ``f`` of a finite-difference exercise).
+hands to the student's code, such as the ``f`` of a finite-difference exercise). One kind goes
+from the grader to the kernel only: a *function*, the text of a test's own small function (a
+lambda, or a ``def`` that only returns) from the visible part of a test cell, with the values it
+reads, which the kernel compiles and runs itself instead of asking the grader at each call.
 
 **Arrays keep their layout and their aliasing.** An array travels as its *owner* (the
 contiguous buffer at the bottom of its ``.base`` chain), sent once per message however many
@@ -42,12 +45,18 @@ class WireError(ValueError):
     """A message that does not follow this format."""
 
 
-def builtin_class(names, base, default):
+# Exceptions that steer the iteration or the generators of whatever catches them: one raised by
+# the other side's code is not made one of these here (it would silently end a `map` in a test).
+_CONTROL = (StopIteration, StopAsyncIteration, GeneratorExit)
+
+
+def builtin_class(names, base, default, control=True):
     """The first of ``names`` that is a builtin subclass of ``base`` (an exception or warning class
-    from the other side, by its MRO's names), else ``default``."""
+    from the other side, by its MRO's names), else ``default``; with ``control`` False (the grader's
+    side, naming what the student's code raised), never an iteration control exception."""
     for n in names:
         c = getattr(builtins, n, None) if isinstance(n, str) else None
-        if isinstance(c, type) and issubclass(c, base):
+        if isinstance(c, type) and issubclass(c, base) and (control or not issubclass(c, _CONTROL)):
             return c
     return default
 
@@ -118,11 +127,18 @@ class Codec:
     ``(kind, number, cls)`` with the number of the object's class, and ``resolve_ref(kind, number,
     cls)`` turns one received back into an object (its own, or a proxy; ``cls`` None when not sent)."""
 
-    def __init__(self, prefix, make_ref, resolve_ref, namespaces=False):
+    def __init__(self, prefix, make_ref, resolve_ref, namespaces=False, ship=None, make_function=None):
         self.owners = Owners(prefix)
-        self.namespaces = namespaces  # send SimpleNamespace records by value (the grader's side only)
+        # the grader's side: send SimpleNamespace records by value, and take from the kernel NumPy's
+        # ufuncs only by name (np.save or np.seterrcall as a student's function would run here)
+        self.namespaces = namespaces
         self.make_ref = make_ref
         self.resolve_ref = resolve_ref
+        # The grader's side: ship(obj) gives (kind, source, values, numpy_names) for a test's function
+        # that may run in the kernel, else None. The kernel's side: make_function(...) compiles one.
+        # A side without make_function refuses a function: code never travels to the grader.
+        self.ship = ship
+        self.make_function = make_function
         self.kept = []  # the buffers received since release()
         self.views = weakref.WeakValueDictionary()  # the arrays decoded, by buffer and layout: `is` holds
 
@@ -186,8 +202,13 @@ class Codec:
             return {"numpy_type": np.dtype(x).name}
         if isinstance(x, np.dtype) and x.name in DTYPES:
             return {"numpy_dtype": x.name}
-        if isinstance(x, _NUMPY_CALLABLES) and getattr(np, x.__name__, None) is x:
+        if isinstance(x, _NUMPY_CALLABLES) and getattr(np, x.__name__, None) is x and (
+                self.namespaces or isinstance(x, np.ufunc)):
             return {"numpy": x.__name__}  # np.tanh handed to the other side is that side's np.tanh
+        shipped = self.ship(x) if self.ship is not None else None
+        if shipped is not None:
+            kind, source, values, numpy_names = shipped
+            return {"function": [kind, source, [[k, self.encode(v)] for k, v in values.items()], list(numpy_names)]}
         kind, number, *cls = self.make_ref(x)
         return {kind: number, "class": cls[0]} if cls else {kind: number}
 
@@ -264,10 +285,13 @@ class Codec:
             return np.dtype(v).type
         if kind == "numpy_dtype" and v in DTYPES:
             return np.dtype(v)
-        if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)):
+        if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)) and (
+                not self.namespaces or isinstance(getattr(np, v), np.ufunc)):
             return getattr(np, v)
         if kind in REF_KINDS and type(v) is int:
             return self.resolve_ref(kind, v, cls)
+        if kind == "function" and self.make_function is not None and isinstance(v, list) and len(v) == 4:
+            return self.make_function(v[0], v[1], {k: self.decode(val) for k, val in v[2]}, v[3])
         raise WireError(f"unknown value kind {kind!r}")
 
     def _decode_array(self, x):

@@ -13,14 +13,16 @@ one that failed has one error output, the checks' message, which nbgrader scores
 does. Nothing the student's code printed while it was called reaches the notebook.
 """
 import ast
+import builtins
 import contextlib
 import copy
+import dis
 import importlib
+import inspect
 import io
 import json
 import os
 import queue
-import sys
 import time
 import types
 import warnings
@@ -31,7 +33,7 @@ import zmq
 from nbgrader import utils as nbutils
 
 from autograder.inside import checks
-from autograder.inside.wire import Codec, WireError, builtin_class
+from autograder.inside.wire import DTYPES, Codec, WireError, builtin_class
 
 from .grading import HIDDEN_START
 
@@ -69,10 +71,11 @@ def student_exception(types, message, frames, kernel=None):
     ``kernel``, the proxy of the student's exception object, answers ``isinstance`` against the
     student's own classes."""
     names = [t for t in types if isinstance(t, str)] or ["Exception"]
-    base = builtin_class(names, Exception, Exception)
+    base = builtin_class(names, Exception, Exception, control=False)
     key = (names[0], base)
     if key not in _ERROR_TYPES:
-        _ERROR_TYPES[key] = type(names[0], (base, StudentError), {"__module__": "student"})
+        _ERROR_TYPES[key] = type(names[0], (StudentError,) if base is Exception else (base, StudentError),
+                                 {"__module__": "student"})
     exc = _ERROR_TYPES[key](str(message))
     exc.frames = frames
     exc.kernel = kernel if isinstance(kernel, Proxy) else None
@@ -88,7 +91,7 @@ class Remote:
         self.locked = {}  # (grade_id, ...): the names those locked cells define, run here
         self.deadline_seconds = deadline_seconds
         self.connection = connection or {}  # the kernel's connection info: where its own sockets are
-        self.codec = Codec("t", self._ref, self._resolve, namespaces=True)
+        self.codec = Codec("t", self._ref, self._resolve, namespaces=True, ship=self._ship)
         self.proxies = {}  # handle: Proxy, one per handle, so that `is` works
         self.callbacks = {}  # number: an object of the tests handed to the student's code
         self.callback_numbers = {}  # id(object): number
@@ -248,6 +251,38 @@ class Remote:
             self.callback_numbers[id(obj)] = number
         return "callback", number
 
+    def _ship(self, obj):
+        """``(kind, source, values, numpy names)`` for a test's function that can run in the kernel
+        (the wire's *function*), else None: it then stays here, a callback. Such a function is a
+        lambda, or a ``def`` whose body only returns, written in the visible part of a test cell
+        (its text enters the kernel), that writes no outer name and reads only builtins, numpy, and
+        values that travel as they are: numbers, strings, arrays, tuples of those, the student's
+        objects. A function that keeps a record (``calls.append``) reads a list, so it stays here."""
+        if type(obj) is not types.FunctionType:
+            return None
+        code = obj.__code__
+        found = _function_text(code, *self.trees.get(code.co_filename, (None, 0)))
+        if found is None or not _pure(code):
+            return None
+        try:
+            closure = dict(zip(code.co_freevars, (c.cell_contents for c in obj.__closure__ or ())))
+        except ValueError:  # a closure cell not yet bound
+            return None
+        values, numpy_names = {}, []
+        for name in sorted(set(code.co_freevars) | _globals_read(code)):
+            if name not in closure and name not in obj.__globals__:
+                if hasattr(builtins, name):
+                    continue
+                return None
+            value = closure[name] if name in closure else obj.__globals__[name]
+            if value is np:
+                numpy_names.append(name)
+            elif _travels(value):
+                values[name] = value
+            else:
+                return None
+        return (*found, values, numpy_names)
+
     def _resolve(self, kind, number, cls=None):
         if kind == "callback":
             if number not in self.callbacks:
@@ -347,19 +382,22 @@ class Remote:
         return self.locked[grade_ids]
 
     def names(self):
-        """The notebook's names: its objects as proxies, and the standard modules it imported, imported here."""
+        """The notebook's names: its objects as proxies, and the modules of :data:`NOTEBOOK_MODULES`
+        that it bound to a name, bound to the worker's own. A module's name comes from the kernel:
+        only these, matched exactly, are ever imported here (importing runs a module's code)."""
         found = self.call(None, builtin="names")
         if not (isinstance(found, dict) and isinstance(found.get("names"), dict) and isinstance(found.get("modules"), dict)):
             raise WireError("the notebook's names did not come back as a dict")
         out = {k: v for k, v in found["names"].items() if isinstance(k, str) and k.isidentifier()}
         for k, module in found["modules"].items():
-            if isinstance(k, str) and k.isidentifier() and isinstance(module, str) and (
-                    module.partition(".")[0] in sys.stdlib_module_names or module.partition(".")[0] == "numpy"):
-                with contextlib.suppress(ImportError):
-                    out[k] = importlib.import_module(module)
+            if isinstance(k, str) and k.isidentifier() and module in NOTEBOOK_MODULES:
+                out[k] = importlib.import_module(module)
         return out
 
 
+# The modules a notebook's cells import that its test cells may use by the notebook's name for them.
+NOTEBOOK_MODULES = frozenset({"collections", "copy", "functools", "itertools", "math", "numpy", "numpy.linalg",
+                              "numpy.random", "operator", "random", "re", "types", "warnings"})
 # What the student's code may do with an object of the tests that it was handed.
 CALLBACK_BUILTINS = {"call": lambda obj, *args, **kwargs: obj(*args, **kwargs), "iter": iter, "next": next, "len": len}
 
@@ -417,7 +455,9 @@ class Proxy:
         return object.__getattribute__(self, "_remote").call(None, obj, self, builtin="isinstance")
 
     def __array__(self, dtype=None, copy=None):
-        a = np.asarray(self._call_builtin("asarray"))
+        a = self._call_builtin("asarray")
+        if not isinstance(a, np.ndarray):  # the kernel's np.asarray gives an array: this answer was forged
+            raise WireError("the student's object did not turn into an array")
         return a if dtype is None else a.astype(dtype)
 
     def __iter__(self):
@@ -479,6 +519,60 @@ class Method:
 
     def __repr__(self):
         return repr(self.resolve())
+
+
+def _function_text(code, tree, hidden):
+    """``("lambda", text)`` or ``(name, text)`` of the function of ``code`` in a test cell's syntax tree,
+    when it is a lambda alone on its line or a ``def`` whose body (past a docstring) is one ``return``,
+    wholly above the hidden part; else None."""
+    if tree is None:
+        return None
+    if code.co_name == "<lambda>":
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == code.co_firstlineno]
+        kind = "lambda"
+    else:
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
+                 and n.lineno == code.co_firstlineno and not n.decorator_list]
+        body = nodes[0].body if len(nodes) == 1 else []
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # its docstring
+        if len(body) != 1 or not isinstance(body[0], ast.Return):
+            return None
+        kind = code.co_name
+    if len(nodes) != 1 or nodes[0].end_lineno >= hidden:
+        return None
+    return kind, ast.unparse(nodes[0])
+
+
+def _globals_read(code):
+    """The global names that ``code`` and the code nested in it read."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _globals_read(const)
+    return names
+
+
+def _pure(code):
+    """True when ``code`` (and the code nested in it) writes no global or outer name and yields nothing."""
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return False
+    writes = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "STORE_NAME", "DELETE_NAME"}
+    own = set(code.co_cellvars)  # names of its own that nested code closes over: its to write
+    if any(i.opname in writes and not (i.opname.endswith("DEREF") and i.argval in own) for i in dis.get_instructions(code)):
+        return False
+    return all(_pure(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def _travels(value):
+    """True for a value that goes to the kernel as it is, so that a function reading it may run there."""
+    if value is None or type(value) in (bool, int, float, str) or isinstance(value, (Proxy, Method)):
+        return True
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype.name in DTYPES
+    if isinstance(value, (np.ufunc, types.BuiltinFunctionType, types.FunctionType)):
+        return getattr(np, getattr(value, "__name__", ""), None) is value  # np.tanh goes by name
+    return type(value) is tuple and all(_travels(v) for v in value)
 
 
 def hidden_line(source):
@@ -581,7 +675,7 @@ def run_test_cell(remote, source, namespace, seconds=None):
         raise
     except KernelGone as exc:
         return [error_output(exc)]
-    except Exception as exc:  # the verdict: a failed check, or test code that the student's names broke
+    except (Exception, SystemExit) as exc:  # the verdict: a failed check, or test code that the student's names broke
         remote.end()
         return [error_output(exc)]
     finally:
