@@ -215,13 +215,14 @@ def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
             "assert np.array_equal(apply_all(cube, [2.0])[0], 8.0 + W)\n"
             "seen = []\n"
             "assert apply_all(lambda v: seen.append(v) or v, [5, 6]) == [5, 6] and seen == [5, 6]\n"
+            "k = 2\nassert apply_all(lambda v, k=k: v * k, [3]) == [6]\n"
             "### BEGIN HIDDEN TESTS\n"
             "assert apply_all(lambda v: v + 1, [1]) == [2]\n"
             "### END HIDDEN TESTS\n")
     remote = verdicts.Remote(kc, 60, kc.get_connection_info())
     assert verdicts.run_test_cell(remote, test, {}) == []
     kept = sorted(f.__code__.co_firstlineno for f in remote.callbacks.values())
-    assert kept == [8, 10], kept  # the lambda that appends to seen, and the hidden one
+    assert kept == [8, 10, 12], kept  # the lambda that appends to seen, the one with a default, the hidden one
 
 
 def test_with_blocks_exceptions_and_array_identity_reach_the_students_objects(kernel):

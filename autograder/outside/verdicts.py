@@ -258,8 +258,8 @@ class Remote:
         (its text enters the kernel), that writes no outer name and reads only builtins, numpy, and
         values that travel as they are: numbers, strings, arrays, tuples of those, the student's
         objects. A function that keeps a record (``calls.append``) reads a list, so it stays here."""
-        if type(obj) is not types.FunctionType:
-            return None
+        if type(obj) is not types.FunctionType or obj.__defaults__ or obj.__kwdefaults__:
+            return None  # (a default's text names a value of the test's scope, not of the function's)
         code = obj.__code__
         found = _function_text(code, *self.trees.get(code.co_filename, (None, 0)))
         if found is None or not _pure(code):
