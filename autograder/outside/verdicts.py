@@ -255,7 +255,7 @@ class Remote:
         """``(kind, source, values, numpy names)`` for a test's function that can run in the kernel
         (the wire's *function*), else None: it then stays here, a callback. Such a function is a
         lambda, or a ``def`` whose body only returns, written in the visible part of a test cell
-        (its text enters the kernel), that writes no outer name and reads only builtins, numpy, and
+        (its text enters the kernel), without defaults, that writes no outer name and reads only builtins, numpy, and
         values that travel as they are: numbers, strings, arrays, tuples of those, the student's
         objects. A function that keeps a record (``calls.append``) reads a list, so it stays here."""
         if type(obj) is not types.FunctionType or obj.__defaults__ or obj.__kwdefaults__:
