@@ -78,7 +78,10 @@ def test_views_share_the_version_counter_of_their_base_like_torch(name):
     x.add_(1.0)
     t.add_(1.0)
     assert (x._version, xv._version) == (t._version, tv._version)
-    assert np.array_equal(xv.data, tv.numpy())  # exact: edits through a view reach the base
+    # Views: exact, since edits through a view reach the base. exp: NumPy's and torch's
+    # vectorised exp may round the last bit apart (seen on the CI machine's CPU), so 4 ulps.
+    rtol = 4 * np.finfo(np.float64).eps if name.startswith("exp") else 0.0
+    np.testing.assert_allclose(xv.data, tv.numpy(), rtol=rtol, atol=0)
 
 
 def test_in_place_edit_of_a_leaf_that_requires_grad_raises_like_torch():
