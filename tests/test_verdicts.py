@@ -1,5 +1,6 @@
 """Trusted verdicts: the wire format, and test cells run outside a real kernel (autograder.outside.verdicts)."""
 import json
+import types
 
 import jupyter_client
 import numpy as np
@@ -220,8 +221,10 @@ def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
             "assert apply_all(lambda v: v + 1, [1]) == [2]\n"
             "### END HIDDEN TESTS\n")
     remote = verdicts.Remote(kc, 60, kc.get_connection_info())
+    handed, make_ref = [], remote.codec.make_ref  # what the grader hands over as callbacks
+    remote.codec.make_ref = lambda obj: (handed.append(obj), make_ref(obj))[1]
     assert verdicts.run_test_cell(remote, test, {}) == []
-    kept = sorted(f.__code__.co_firstlineno for f in remote.callbacks.values())
+    kept = sorted({f.__code__.co_firstlineno for f in handed if isinstance(f, types.FunctionType)})
     assert kept == [8, 10, 12], kept  # the lambda that appends to seen, the one with a default, the hidden one
 
 
@@ -363,3 +366,109 @@ def test_what_the_kernel_sends_cannot_steer_the_grader(kernel):
     grader_side = Codec("t", None, None, namespaces=True)
     with pytest.raises(WireError):
         grader_side.decode_message({"owners": {}, "body": {"numpy": "save"}})
+
+
+def test_torch_tensors_keep_their_storage_layout_and_aliasing():
+    """1.6's torch exercises: views of one storage stay views of one storage, an empty storage stays
+    one without memory, a write reaches the other side, and a tensor sent back is the same tensor."""
+    torch = pytest.importorskip("torch")
+    grader, kernel = pair()
+    x = torch.arange(12.0, dtype=torch.float64).reshape(3, 4)
+    sent = [x, x[1:], x.t(), x[:, None].expand(3, 2, 4), x[2, 1], x[3:], torch.empty(0), torch.zeros(0, 3),
+            torch.arange(5, dtype=torch.int32), torch.randn(3, requires_grad=True), x.shape, torch.float32]
+    got = cross(grader, kernel, sent)
+
+    def storage(t):
+        return t.untyped_storage().data_ptr()
+
+    for a, b in zip(sent[:10], got):
+        assert (a.dtype, a.shape, a.stride(), a.storage_offset(), a.requires_grad) == (
+            b.dtype, b.shape, b.stride(), b.storage_offset(), b.requires_grad)
+        assert torch.equal(a.detach(), b.detach())
+    assert len({storage(t) for t in got[:6]}) == 1 and storage(got[0]) != 0, "views of x share one storage"
+    assert storage(got[6]) == storage(got[7]) == 0, "empty tensors have no memory, as in the grader"
+    assert got[10] == (3, 4) and got[11] is torch.float32
+    got[1][0, 0] = -1.0  # the student's code writes into a view
+    back = cross(kernel, grader, got[1])
+    assert x[1, 0] == -1.0 and back is sent[1], "the write reaches the grader's storage; the same view comes back"
+
+
+def test_a_numpy_only_side_refuses_a_tensor(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from autograder.inside import wire
+
+    grader, kernel = pair()
+    message = json.loads(json.dumps(grader.encode_message(torch.zeros(2))))
+    monkeypatch.setattr(wire, "_torch", lambda importing=False: None)
+    with pytest.raises(WireError, match="no torch"):
+        kernel.decode_message(message)
+
+
+ENGINE_STUDENT = """import numpy as np
+def uses(engine):
+    t = engine.Tensor(np.arange(3.0))
+    t.grad = np.ones(3)
+    return float(engine.Double.apply(t).data.sum()), t.grad.tolist()
+def reach(obj, name):
+    return type(getattr(obj, name)).__name__
+def mark(cls):
+    cls.marked = True
+"""
+ENGINE_TEST = """import types
+class Tensor:
+    def __init__(self, data):
+        self.data, self.grad = np.asarray(data), None
+class Double:
+    @classmethod
+    def apply(cls, t):
+        return Tensor(2 * t.data)
+engine = types.SimpleNamespace(Tensor=Tensor, Double=Double)
+assert uses(engine) == (6.0, [1.0, 1.0, 1.0])
+for obj, name in [(Double.apply, "__func__"), (Tensor, "__dict__"), (Tensor(1.0), "_private"),
+                  (checks.run_student, "__globals__"), (checks, "run_student"), (Tensor, "__init__")]:
+    try:
+        got = reach(obj, name)
+    except AttributeError as error:
+        assert "lends no attribute" in str(error), error
+    else:  # (a dunder of the kernel's own stand-in is no object of the grader's)
+        assert got != "Callback", f"the student's code reached {name} of the grader's {obj!r}"
+try:
+    mark(Double)
+except AttributeError:
+    pass
+else:
+    raise AssertionError("the student's code marked a class of the tests")
+assert not hasattr(Double, "marked")
+"""
+
+
+def test_the_tests_objects_lend_only_their_public_attributes(kernel):
+    """1.8's engines stay in the grader: the student's tests read and write their public attributes
+    there, and reach nothing else of the grader's (a function's globals, a module, a builtin)."""
+    assert run_cells(kernel, ENGINE_STUDENT, ENGINE_TEST) == [[]]
+
+
+def test_references_are_let_go_on_both_sides(kernel):
+    """Objects that crossed live only as long as the other side holds them: a long run of calls keeps
+    only a few alive, so that no message compares every buffer ever sent."""
+    km, kc = kernel
+    student = "def each(make, n):\n    return sum(float(make(i).data[0]) for i in range(n))\n"
+    assert kc.execute_interactive(student, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
+    test = ("class Box:\n    def __init__(self, i):\n        self.data = np.full(3, float(i))\n"
+            "assert each(Box, 500) == sum(range(500))\n"
+            "boxes = [Box(i) for i in range(3)]\n")
+    remote = verdicts.Remote(kc, 60, kc.get_connection_info())
+    assert verdicts.run_test_cell(remote, test, {}) == []
+    assert len(remote.callbacks) <= 5 and len(remote.codec.owners.by_id) <= 10, (
+        len(remote.callbacks), len(remote.codec.owners.by_id))
+
+
+def test_a_cell_that_ends_in_a_value_leaves_it_as_its_partial_grade(kernel):
+    """nbgrader reads a test cell's last expression as its grade (1.8's share of planted bugs caught):
+    the grader leaves the value it computed; a student's object would let the kernel choose it."""
+    out = run_cells(kernel, "def half():\n    return 0.5\nclass Grade:\n    pass\n",
+                    "round(20 * half(), 2)", "Grade()", "x = 1")
+    assert out[0] == [{"output_type": "execute_result", "execution_count": None, "metadata": {},
+                       "data": {"text/plain": "10.0"}}]
+    assert out[1][0]["output_type"] == "error" and "student's object" in out[1][0]["evalue"]
+    assert out[2] == []

@@ -23,21 +23,25 @@ grader chose.
 """
 import builtins
 import inspect
+import itertools
 import json
 import operator
 import re
 import sys
 import types
 import warnings
+import weakref
 
 import numpy as np
 
 from autograder.inside import checks
 from autograder.inside.wire import Codec, Owners, builtin_class
 
-_objects = {}  # handle: object, kept alive for the notebook's life
+_objects = {}  # handle: object, kept alive until the grader says it let the handle's proxy go
 _handles = {}  # id(object): handle
-_callbacks = {}  # number: the Callback that stands for the grader's object
+_numbers = itertools.count(1)  # handles are never reused
+_callbacks = weakref.WeakValueDictionary()  # number: the live Callback that stands for the grader's object
+_dropped = []  # the numbers of the Callbacks gone since the last message: the grader may let their objects go
 _codec = None
 _seq = 0  # the number of the grader's last message: every message the kernel sends carries it
 _ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
@@ -52,19 +56,24 @@ class _End(BaseException):
 
 class Callback:
     """An object of the grader's that a test handed to the student's code. Calling it, iterating
-    over it or taking its length asks the grader, which runs it in its own process."""
+    over it, taking its length, and reading or writing its public attributes asks the grader,
+    which runs it in its own process (the grader lends attributes only of the tests' own objects,
+    such as the engines of unit 1.8's differential tests)."""
 
-    __slots__ = ("number",)
+    __slots__ = ("_number", "__weakref__")
 
     def __init__(self, number):
-        self.number = number
+        object.__setattr__(self, "_number", number)
+
+    def __del__(self):
+        _dropped.append(self._number)
 
     def _ask(self, builtin, *args, **kwargs):
         global _seq, _ended
         previous = sys.getprofile()  # the round trip is not the student's code: no hook counts it
         sys.setprofile(None)
         try:
-            request = _send({"callback": self.number, "builtin": builtin, "args": args, "kwargs": kwargs})
+            request = _send({"callback": self._number, "builtin": builtin, "args": args, "kwargs": kwargs})
             while request.get("op") == "call":  # the callback uses the student's objects in turn
                 _seq = request.get("seq")
                 request = _send(_answer(request))
@@ -91,11 +100,17 @@ class Callback:
     def __len__(self):
         return self._ask("len")
 
+    def __getattr__(self, name):
+        return self._ask("getattr", name)
+
+    def __setattr__(self, name, value):
+        self._ask("setattr", name, value)
+
 
 def _handle(obj):
     h = _handles.get(id(obj))
     if h is None or _objects.get(h) is not obj:
-        h = len(_objects) + 1
+        h = next(_numbers)
         _objects[h] = obj
         _handles[id(obj)] = h
     return h
@@ -104,13 +119,18 @@ def _handle(obj):
 def _ref(obj):
     """A handle, with its class's: the grader learns which attributes of a class are its methods."""
     if type(obj) is Callback:
-        return "callback", obj.number
+        return "callback", obj._number
     return "handle", _handle(obj), _handle(type(obj))
 
 
 def _resolve(kind, number, cls=None):
     if kind == "callback":
-        return _callbacks.setdefault(number, Callback(number))
+        callback = _callbacks.get(number)
+        if callback is None:
+            callback = _callbacks[number] = Callback(number)
+            while number in _dropped:  # gone, but the grader sent it again before it heard: it lives on
+                _dropped.remove(number)
+        return callback
     if number not in _objects:
         raise KeyError(f"no object with handle {number}")
     return _objects[number]
@@ -290,7 +310,7 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 # not a delegation to the package.
 _OWN_CODE = frozenset(c for f in (
     _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
-    Callback.__next__, Callback.__len__, Owners.gone, builtin_class) for c in checks.code_objects(f.__code__))
+    Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class) for c in checks.code_objects(f.__code__))
 
 
 def _answer(request):
@@ -302,24 +322,36 @@ def _answer(request):
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def _forget(handles):
+    """Let go of the objects whose proxies the grader let go of (it never sends those handles again)."""
+    for h in handles if isinstance(handles, list) else ():
+        obj = _objects.pop(h, None) if type(h) is int else None
+        if obj is not None and _handles.get(id(obj)) == h:
+            del _handles[id(obj)]
+
+
 def _send(reply):
     """Send ``reply`` (an answer, or a callback's request); the grader's next message. Over stdin,
-    a ``ping`` asks for the same text again."""
+    a ``ping`` asks for the same text again. Each message says which Callbacks died since the last."""
+    global _dropped
     if _ended:
         raise _End()
+    dropped, _dropped = _dropped, []
     try:
-        text = json.dumps({"seq": _seq, "message": _codec.encode_message(reply)}, allow_nan=False)
+        text = json.dumps({"seq": _seq, "message": _codec.encode_message(reply), "dropped": dropped}, allow_nan=False)
     except Exception as exc:  # a value that cannot be sent: say so instead
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(
-            {"error": f"the answer could not be sent: {exc}"})})
+            {"error": f"the answer could not be sent: {exc}"}), "dropped": dropped})
     if _socket is not None:
         _socket.send_string(text)
         while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
             pass
-        return json.loads(_socket.recv())
-    request = json.loads(builtins.input(text))
-    while request.get("op") == "ping":
+        request = json.loads(_socket.recv())
+    else:
         request = json.loads(builtins.input(text))
+        while request.get("op") == "ping":
+            request = json.loads(builtins.input(text))
+    _forget(request.get("dropped"))
     return request
 
 
@@ -342,8 +374,7 @@ def serve():
         while request.get("op") == "call":
             _seq = request.get("seq")
             reply = _answer(request)
-            request = _send(reply)  # the buffers received are kept until here: a change to one is sent
-            _codec.release()
+            request = _send(reply)
     except _End:
         pass
     finally:

@@ -18,8 +18,15 @@ every owner it has seen under one id. A message carries the bytes of every buffe
 of every other buffer that changed since the other side last saw it (the student's code wrote
 into an input, or a test wrote into an array a Tensor holds); a known buffer is written in place
 on arrival, so that views on both sides see the change. A side keeps the buffers it received
-until it calls :meth:`Codec.release`, so that an array written and dropped before the next
-message is still seen changing.
+until its next message (or :meth:`Codec.release`), so that an array written and dropped before
+that message is still seen changing.
+
+**Torch tensors travel the same way**, in a unit whose kernel has torch (a torch exercise): a
+tensor is a view (dtype, sizes, strides in elements, storage offset) of its untyped storage, and
+the storage travels as a buffer of bytes under one id, like an array's owner. Two views of one
+storage stay views of one storage on the other side (``untyped_storage().data_ptr()`` equal), a
+storage without memory (an empty tensor's) stays one, and a write into a tensor is seen by the
+other side's views. A side without torch refuses a tensor. ``requires_grad`` travels; a graph does not.
 
 Nothing here unpickles: arrays are raw bytes with a dtype from :data:`DTYPES`, and decoding
 rejects anything else. Decoding is the only code of the grader's side that reads what a
@@ -28,13 +35,16 @@ student's kernel wrote, so it checks every field it uses.
 import base64
 import builtins
 import functools
+import sys
 import types
+import warnings
 import weakref
 
 import numpy as np
 
 DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                     "float16", "float32", "float64", "complex64", "complex128"])
+TENSOR_DTYPES = DTYPES | {"bfloat16"}  # torch's names, without the "torch." prefix
 MAX_OWNER_BYTES = 64 << 20  # a bigger buffer stays where it is, as a handle
 MAX_VIEW_ELEMENTS = 1 << 24  # a view (strides of 0 make any size) that the grader would compare
 # The types of NumPy's functions (np.tanh, np.sum...); an object of another type is not asked its name.
@@ -61,17 +71,55 @@ def builtin_class(names, base, default, control=True):
     return default
 
 
-def _owner(a):
+def _bottom(a):
+    """The array at the bottom of ``a``'s ``.base`` chain."""
     o = a
     while isinstance(o.base, np.ndarray):
         o = o.base
-    if not o.flags.c_contiguous or o.dtype.hasobject:
-        return None  # sent as its own contiguous copy
     return o
+
+
+def _extent(a):
+    """The first and one-past-the-last byte addresses that the elements of ``a`` occupy."""
+    start = _address(a)
+    if a.size == 0:
+        return start, start
+    low = start + sum(s * (n - 1) for s, n in zip(a.strides, a.shape) if s < 0)
+    return low, start + sum(s * (n - 1) for s, n in zip(a.strides, a.shape) if s > 0) + a.itemsize
 
 
 def _address(a):
     return a.__array_interface__["data"][0]
+
+
+def _torch(importing=False):
+    """The torch module when this side has it (imported already, or, with ``importing``, importable), else None."""
+    torch = sys.modules.get("torch")
+    if torch is None and importing:
+        try:
+            import torch
+        except ImportError:  # a NumPy-only kernel: torch's folders are empty there
+            return None
+    return torch
+
+
+def _tensor_dtype_name(t):
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _extent_ok(offset, shape, strides, itemsize, nbytes):
+    """True when every element of the view (offset and strides in bytes) lies inside a buffer of ``nbytes``."""
+    if 0 in shape:
+        return True
+    low = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+    high = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0) + itemsize
+    return low >= 0 and high <= nbytes
+
+
+def _layout_ok(shape, strides, offset):
+    return (isinstance(shape, list) and isinstance(strides, list) and len(shape) == len(strides)
+            and all(type(n) is int and n >= 0 for n in shape) and all(type(s) is int for s in strides)
+            and type(offset) is int)
 
 
 class Owners:
@@ -141,13 +189,21 @@ class Codec:
         self.make_function = make_function
         self.kept = []  # the buffers received since release()
         self.views = weakref.WeakValueDictionary()  # the arrays decoded, by buffer and layout: `is` holds
+        self.tensors = weakref.WeakValueDictionary()  # the same for torch tensors
+        # torch storages by (address, bytes): the id of the buffer that is their memory. The buffers
+        # made from storages here are held for the codec's life (a storage outlives its views).
+        self.storage_ids = {}
+        self.storage_owners = []
 
     # --- encoding ---------------------------------------------------------------------------
     def encode_message(self, payload):
+        """The message for ``payload``, with every buffer that changed; the buffers received
+        before it are let go (their changes are in it)."""
         self._sent = {}
         body = self.encode(payload)
         for key in self.owners.changed():
             self._send_owner(key)
+        self.release()
         return {"body": body, "owners": self._sent}
 
     def _send_owner(self, key):
@@ -159,8 +215,26 @@ class Codec:
         self._sent[key] = {"dtype": owner.dtype.name, "shape": list(owner.shape),
                            "data": base64.b64encode(data).decode("ascii")}
 
+    def _owner(self, a):
+        """The owner to send ``a`` as a view of, or None (sent as its own contiguous copy). An array
+        whose memory is not an array's (``as_strided``'s result, a torch tensor's ``.numpy()``) is a
+        view of the known owner that holds its memory, when there is one."""
+        o = _bottom(a)
+        key = self.owners.ids.get(id(o))
+        if key is not None and self.owners.get(key) is o:
+            return o
+        if o.base is not None and a.size:
+            low, high = _extent(a)
+            for ref, _ in list(self.owners.by_id.values()):
+                known = ref()
+                if known is not None and _address(known) <= low and high <= _address(known) + known.nbytes:
+                    return known
+        if not o.flags.c_contiguous or o.dtype.hasobject:
+            return None
+        return o
+
     def _array(self, a):
-        owner = _owner(a)
+        owner = self._owner(a)
         copied = owner is None
         if copied:
             owner = np.ascontiguousarray(a)
@@ -175,6 +249,34 @@ class Codec:
             self.views[(key, a.dtype.name, view["offset"], tuple(a.shape), tuple(a.strides), bool(a.flags.writeable))] = a
         return {"array": key, "dtype": a.dtype.name, "writeable": bool(a.flags.writeable), **view}
 
+    def _storage_owner(self, torch, storage):
+        """The buffer, a uint8 array sharing the storage's memory, and its id."""
+        where = (storage.data_ptr(), storage.nbytes())
+        key = self.storage_ids.get(where)
+        owner = self.owners.get(key) if key is not None else None
+        if owner is None or _address(owner) != where[0] or owner.nbytes != where[1]:
+            owner = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (where[1],), (1,)).numpy()
+            self.storage_owners.append(owner)
+            key = self.owners.id_for(owner)
+            self.storage_ids[where] = key
+        return key, owner
+
+    def _tensor(self, torch, t):
+        name = _tensor_dtype_name(t)
+        if name not in TENSOR_DTYPES or t.device.type != "cpu" or t.layout != torch.strided or t.is_conj() or t.is_neg():
+            return None
+        view = {"dtype": name, "shape": list(t.shape), "strides": list(t.stride()), "offset": t.storage_offset(),
+                "requires_grad": bool(t.requires_grad)}
+        storage = t.untyped_storage()
+        if storage.nbytes() > MAX_OWNER_BYTES:
+            return None
+        if storage.data_ptr() == 0:  # a storage without memory: a fresh one on the other side
+            return {"tensor": None, **view}
+        key, _ = self._storage_owner(torch, storage)
+        self._send_owner(key)
+        self.tensors[(key, *map(str, view.values()))] = t
+        return {"tensor": key, **view}
+
     def encode(self, x):
         if x is None or isinstance(x, (bool, str)):
             return x
@@ -186,6 +288,15 @@ class Codec:
             enc = self._array(x)
             if enc is not None:
                 return enc
+        torch = _torch()
+        if torch is not None and type(x) is torch.Tensor:
+            enc = self._tensor(torch, x)
+            if enc is not None:
+                return enc
+        if torch is not None and type(x) is torch.Size:
+            return {"tuple": [self.encode(int(n)) for n in x]}
+        if torch is not None and isinstance(x, torch.dtype) and str(x).removeprefix("torch.") in TENSOR_DTYPES:
+            return {"torch_dtype": str(x).removeprefix("torch.")}
         if isinstance(x, np.generic) and x.dtype.name in DTYPES:
             return {"scalar": x.dtype.name, "data": base64.b64encode(x.tobytes()).decode("ascii")}
         if type(x) in (tuple, list):
@@ -258,6 +369,8 @@ class Codec:
             raise WireError("bad value")
         if "array" in x:
             return self._decode_array(x)
+        if "tensor" in x:
+            return self._decode_tensor(x)
         if "scalar" in x and x["scalar"] in DTYPES:
             return np.frombuffer(base64.b64decode(x.get("data", ""), validate=True), dtype=x["scalar"])[0]
         cls = x.get("class")  # a reference may carry the number of its object's class
@@ -285,6 +398,8 @@ class Codec:
             return np.dtype(v).type
         if kind == "numpy_dtype" and v in DTYPES:
             return np.dtype(v)
+        if kind == "torch_dtype" and v in TENSOR_DTYPES and _torch(importing=True) is not None:
+            return getattr(_torch(), v)
         if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)) and (
                 not self.namespaces or isinstance(getattr(np, v), np.ufunc)):
             return getattr(np, v)
@@ -294,24 +409,59 @@ class Codec:
             return self.make_function(v[0], v[1], {k: self.decode(val) for k, val in v[2]}, v[3])
         raise WireError(f"unknown value kind {kind!r}")
 
+    def _decode_tensor(self, x):
+        torch = _torch(importing=True)
+        if torch is None:
+            raise WireError("a torch tensor, where there is no torch")
+        key, name = x.get("tensor"), x.get("dtype")
+        shape, strides, offset = x.get("shape"), x.get("strides"), x.get("offset")
+        if name not in TENSOR_DTYPES or not _layout_ok(shape, strides, offset) or offset < 0 or any(
+                s < 0 for s in strides) or type(x.get("requires_grad")) is not bool:
+            raise WireError("bad tensor")
+        if int(np.prod(shape, dtype=np.float64)) > MAX_VIEW_ELEMENTS:
+            raise WireError(f"a tensor of shape {tuple(shape)}: more elements than the checks compare")
+        dtype = getattr(torch, name)
+        cache = (key, *map(str, (name, shape, strides, offset, x["requires_grad"])))
+        t = self.tensors.get(cache) if key is not None else None
+        if t is not None:
+            return t
+        if key is None:
+            base = torch.empty(0, dtype=dtype)
+        else:
+            owner = self.owners.get(key)
+            if owner is None:
+                raise WireError("a tensor of an unknown storage")
+            itemsize = torch.empty(0, dtype=dtype).element_size()
+            flat = owner.reshape(-1).view(np.uint8)
+            if flat.nbytes % itemsize or not _extent_ok(offset * itemsize, shape, [s * itemsize for s in strides],
+                                                        itemsize, flat.nbytes):
+                raise WireError("a tensor view outside its storage")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (a read-only owner: the view's flag is the other side's)
+                base = torch.from_numpy(flat).view(dtype)
+            self.storage_ids[(base.untyped_storage().data_ptr(), flat.nbytes)] = key
+        if 0 not in shape and key is None:
+            raise WireError("a tensor view outside its storage")
+        t = base.as_strided(shape, strides, offset if key is not None else 0)
+        if x["requires_grad"]:
+            if not t.is_floating_point():
+                raise WireError("bad tensor")
+            t.requires_grad_(True)
+        if key is not None:
+            self.tensors[cache] = t
+        return t
+
     def _decode_array(self, x):
         owner = self.owners.get(x.get("array"))
         if owner is None or x.get("dtype") not in DTYPES:
             raise WireError("an array of an unknown buffer")
         shape, strides, offset = x.get("shape"), x.get("strides"), x.get("offset")
-        if not (isinstance(shape, list) and isinstance(strides, list) and len(shape) == len(strides)
-                and all(type(n) is int and n >= 0 for n in shape) and all(type(s) is int for s in strides)
-                and type(offset) is int):
+        if not _layout_ok(shape, strides, offset):
             raise WireError("bad array view")
         dtype = np.dtype(x["dtype"])
         if int(np.prod(shape, dtype=np.float64)) > MAX_VIEW_ELEMENTS:
             raise WireError(f"an array of shape {tuple(shape)}: more elements than the checks compare")
-        # the extent of the view must lie inside its buffer (np.ndarray checks it too)
-        low = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0 and n)
-        high = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0 and n) + dtype.itemsize
-        if 0 in shape:
-            low, high = 0, 0
-        if low < 0 or high > owner.nbytes:
+        if not _extent_ok(offset, shape, strides, dtype.itemsize, owner.nbytes):  # (np.ndarray checks it too)
             raise WireError("an array view outside its buffer")
         key = (x["array"], dtype.name, offset, tuple(shape), tuple(strides), bool(x.get("writeable", True)))
         a = self.views.get(key)

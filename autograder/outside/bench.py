@@ -128,7 +128,7 @@ def bench_unit(aid, students, workers, scratch):
     equal = plain == grading.read_grades(db["ours"], aid) == grading.read_grades(db["kernel"], aid)
     return dict(unit=aid, notebooks=len(subs), plain_s=plain_s, ours_s=ours_s, plain_mb=plain_mb, ours_mb=ours_mb,
                 plain_cpu=plain_cpu, ours_cpu=ours_cpu, kernel_s=kernel_s, kernel_cpu=kernel_cpu,
-                trusted="yes" if BY_ID[aid].trusted_verdicts else "no", equal=equal, load=f"{load_at} / {load()}")
+                torch="no" if BY_ID[aid].numpy_only_kernel else "yes", equal=equal, load=f"{load_at} / {load()}")
 
 
 def bench_cluster(aid, students, sizes, scratch):
@@ -169,14 +169,14 @@ def _cluster_row(r):
 
 def _row(r):
     n = r["notebooks"]
-    return (f"| {r['unit']} | {r['trusted']} | {n} | {r['plain_s']:.1f} | {r['ours_s']:.1f} | "
+    return (f"| {r['unit']} | {r['torch']} | {n} | {r['plain_s']:.1f} | {r['ours_s']:.1f} | "
             f"{r['plain_s'] / r['ours_s']:.2f}x | {r['kernel_s']:.1f} | {n / r['plain_s']:.2f} | "
             f"{n / r['ours_s']:.2f} | {r['plain_cpu'] / n:.2f} | {r['ours_cpu'] / n:.2f} | {r['kernel_cpu'] / n:.2f} | "
             f"{r['plain_cpu'] / r['ours_cpu']:.2f}x | {r['plain_mb']:.0f} | {r['ours_mb']:.0f} | "
             f"{'yes' if r['equal'] else 'NO'} | {r['load']} |")
 
 
-HEADER = ("| unit | trusted verdicts | notebooks | nbgrader s | autograder s | speed-up | autograder --in-kernel s | "
+HEADER = ("| unit | torch in the kernel | notebooks | nbgrader s | autograder s | speed-up | autograder --in-kernel s | "
           "nbgrader nb/s | autograder nb/s | nbgrader CPU s/nb | autograder CPU s/nb | --in-kernel CPU s/nb | "
           "CPU speed-up | nbgrader peak MB | autograder peak MB | scores equal (all three) | load before / after |\n"
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -217,7 +217,7 @@ def run(ids=(), students=40, workers=None, cluster_sizes=(1, 2, 4)):
                  ours_cpu=sum(r["ours_cpu"] for r in rows), plain_mb=max(r["plain_mb"] for r in rows),
                  ours_mb=max(r["ours_mb"] for r in rows), equal=all(r["equal"] for r in rows),
                  kernel_s=sum(r["kernel_s"] for r in rows), kernel_cpu=sum(r["kernel_cpu"] for r in rows),
-                 trusted=f"{sum(r['trusted'] == 'yes' for r in rows)} of {len(rows)}",
+                 torch=f"{sum(r['torch'] == 'yes' for r in rows)} of {len(rows)}",
                  load=f"{rows[0]['load'].split(' / ')[0]} / {rows[-1]['load'].split(' / ')[1]}")
     section = _section(f"{psutil.cpu_count()} cores, {workers} workers") + "\n".join(
         [HEADER] + [_row(r) for r in rows + [total]]) + "\n"

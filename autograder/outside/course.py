@@ -20,9 +20,10 @@ class Assignment:
     torch_tasks: tuple = ()
 
     @property
-    def trusted_verdicts(self):
-        """True when the grader runs this unit's test cells itself, against the student's kernel. A
-        unit with a torch exercise is graded in its kernel: torch tensors do not cross the wire yet."""
+    def numpy_only_kernel(self):
+        """True when the grading kernel gets NumPy and not torch: the unit has no torch exercise.
+        The test cells of every unit run in the grader (trusted verdicts); a unit with torch
+        exercises gets torch in its kernel for them, and its torch tensors cross the wire."""
         return not self.torch_tasks
 
     @property

@@ -27,6 +27,7 @@ import json
 
 import nbformat
 from jupyter_client import BlockingKernelClient
+from nbclient.client import timestamp
 from nbclient.util import run_sync
 from nbgrader import utils as nbutils
 from nbgrader.converters import Autograde
@@ -90,6 +91,7 @@ class BoundedExecute(Execute):
             self._remote = verdicts.Remote(client, self.timeout or 600, self.km.get_connection_info(),
                                           self.source_notebook or None)
         seeds = [a[len("--seed="):] for a in self.extra_arguments if a.startswith("--seed=")]
+        started = timestamp()
         try:
             with checks.student_seed_of(int(seeds[-1]) if seeds else None):
                 outputs = verdicts.run_test_cell(self._remote, cell.source, self._namespace)
@@ -100,6 +102,8 @@ class BoundedExecute(Execute):
             cell.outputs = [nbformat.from_dict(verdicts.error_output(
                 verdicts.TestTimeout(f"the test ran past the time limit ({self.timeout} s)")))]
         cell.execution_count = index
+        if self.record_timing:  # as nbclient records a cell's run: when the test began and ended
+            cell.metadata["execution"] = {"iopub.status.busy": started, "shell.execute_reply": timestamp()}
         return cell, resources
 
     def preprocess(self, nb, resources=None, km=None):

@@ -17,15 +17,18 @@ import builtins
 import contextlib
 import copy
 import dis
+import functools
 import importlib
 import inspect
 import io
+import itertools
 import json
 import os
 import queue
 import time
 import types
 import warnings
+import weakref
 
 import nbformat
 import numpy as np
@@ -92,9 +95,11 @@ class Remote:
         self.deadline_seconds = deadline_seconds
         self.connection = connection or {}  # the kernel's connection info: where its own sockets are
         self.codec = Codec("t", self._ref, self._resolve, namespaces=True, ship=self._ship)
-        self.proxies = {}  # handle: Proxy, one per handle, so that `is` works
-        self.callbacks = {}  # number: an object of the tests handed to the student's code
+        self.proxies = {}  # handle: a weak reference to its Proxy, one per handle, so that `is` works
+        self.dropped = []  # the handles whose proxies died since the last message: the kernel may let them go
+        self.callbacks = {}  # number: an object of the tests handed to the student's code, until the kernel lets it go
         self.callback_numbers = {}  # id(object): number
+        self.numbers = itertools.count(1)  # callback numbers are never reused
         self.msg_id = None
         self.deadline = None
         self.seq = 0
@@ -169,7 +174,21 @@ class Remote:
             answer = json.loads(text) if text else None
             if not isinstance(answer, dict) or answer.get("seq") != self.seq:
                 continue  # an answer sent again after a ping, already read
+            self._forget(answer.get("dropped"))
             return self.codec.decode_message(answer.get("message"))
+
+    def _forget(self, numbers):
+        """Let go of the tests' objects whose Callbacks the kernel let go of."""
+        for n in numbers if isinstance(numbers, list) else ():
+            obj = self.callbacks.pop(n, None) if type(n) is int else None
+            if obj is not None and self.callback_numbers.get(id(obj)) == n:
+                del self.callback_numbers[id(obj)]
+
+    def _lost(self, handle, ref):
+        """A proxy died: the next message tells the kernel that its object is no longer the grader's to use."""
+        if self.proxies.get(handle) is ref:
+            del self.proxies[handle]
+            self.dropped.append(handle)
 
     def _ended(self):
         try:
@@ -179,7 +198,8 @@ class Remote:
         return reply["parent_header"].get("msg_id") == self.msg_id
 
     def _post(self, fields):
-        text = json.dumps(fields)
+        dropped, self.dropped = self.dropped, []
+        text = json.dumps(dict(fields, dropped=dropped))
         if self.socket is not None:
             self.socket.send_string(text)
         else:
@@ -245,9 +265,9 @@ class Remote:
                 raise WireError("an object of another student's kernel")
             return "handle", object.__getattribute__(obj, "_handle")
         number = self.callback_numbers.get(id(obj))
-        if number is None or self.callbacks[number] is not obj:
-            number = len(self.callbacks) + 1
-            self.callbacks[number] = obj  # held for the notebook's life: the student's code may keep it
+        if number is None or self.callbacks.get(number) is not obj:
+            number = next(self.numbers)
+            self.callbacks[number] = obj  # held until the kernel says its Callback died
             self.callback_numbers[id(obj)] = number
         return "callback", number
 
@@ -288,9 +308,14 @@ class Remote:
             if number not in self.callbacks:
                 raise WireError("a callback the tests did not hand over")
             return self.callbacks[number]
-        if number not in self.proxies:
-            self.proxies[number] = Proxy(self, number, cls)
-        return self.proxies[number]
+        ref = self.proxies.get(number)
+        proxy = ref() if ref is not None else None
+        if proxy is None:
+            proxy = Proxy(self, number, cls)
+            self.proxies[number] = weakref.ref(proxy, functools.partial(self._lost, number))
+            while number in self.dropped:  # died, but the kernel sent it again before it heard: it lives on
+                self.dropped.remove(number)
+        return proxy
 
     def getattr(self, proxy, name):
         """``proxy.name``: a request, unless the kernel said that it is a function of a class (asked
@@ -396,10 +421,33 @@ class Remote:
 
 
 # The modules a notebook's cells import that its test cells may use by the notebook's name for them.
+# (torch: only a unit with torch exercises has it in its kernel; the worker's torch is the same package)
 NOTEBOOK_MODULES = frozenset({"collections", "copy", "functools", "itertools", "math", "numpy", "numpy.linalg",
-                              "numpy.random", "operator", "random", "re", "types", "warnings"})
+                              "numpy.random", "operator", "random", "re", "types", "warnings", "torch",
+                              "torch.nn", "torch.nn.functional"})
+# The module name of a test cell's namespace: the classes its code defines (unit 1.8's planted engines) say it.
+TEST_MODULE = "autograder.test_cells"
+# The modules whose objects lend their public attributes to the student's code.
+LENDING_MODULES = frozenset({TEST_MODULE, "autograder.outside.torch_engine"})
+
+
+def _lent(obj, name, writing=False):
+    """``name``, when the student's code may read (or, on an instance, write) that attribute of
+    the tests' ``obj``: a public name of an object, or a class, that a test cell or the course's
+    torch engine defines. Nothing else of the grader's process is reachable by attribute (a
+    function's globals, a module, a frame would be the grader's own)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    if (not isinstance(name, str) or name.startswith("_") or getattr(cls, "__module__", None) not in LENDING_MODULES
+            or (writing and isinstance(obj, type))):
+        raise AttributeError(f"the tests' {cls.__name__} object lends no attribute {name!r} to the student's code"
+                             + (" to write" if writing else ""))
+    return name
+
+
 # What the student's code may do with an object of the tests that it was handed.
-CALLBACK_BUILTINS = {"call": lambda obj, *args, **kwargs: obj(*args, **kwargs), "iter": iter, "next": next, "len": len}
+CALLBACK_BUILTINS = {"call": lambda obj, *args, **kwargs: obj(*args, **kwargs), "iter": iter, "next": next, "len": len,
+                     "getattr": lambda obj, name: getattr(obj, _lent(obj, name)),
+                     "setattr": lambda obj, name, value: setattr(obj, _lent(obj, name, writing=True), value)}
 
 
 def _op(name):
@@ -636,7 +684,7 @@ def _bind_names(namespace, kernel):
             continue
         namespace[k] = v
     namespace["__kernel_names__"] = kernel
-    namespace.update(np=np, checks=checks)
+    namespace.update(np=np, checks=checks, __name__=TEST_MODULE)
 
 
 def error_output(exc):
@@ -644,6 +692,19 @@ def error_output(exc):
     name = "AssertionError" if isinstance(exc, AssertionError) else type(exc).__name__
     text = str(exc)
     return {"output_type": "error", "ename": name, "evalue": text, "traceback": [f"{name}: {text}"]}
+
+
+RESULT = "__cell_result__"
+
+
+def _with_result(tree):
+    """The cell's module, its last statement, when an expression, bound to :data:`RESULT`: the
+    value that IPython would show, which nbgrader reads as a partial grade."""
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        tree.body[-1] = ast.copy_location(ast.Assign(targets=[ast.Name(RESULT, ast.Store())], value=last.value), last)
+        ast.fix_missing_locations(tree)
+    return tree
 
 
 def run_test_cell(remote, source, namespace, seconds=None):
@@ -662,7 +723,7 @@ def run_test_cell(remote, source, namespace, seconds=None):
         before = dict(namespace)
         filename = f"<test cell {len(remote.trees) + 1}>"
         remote.trees[filename] = ast.parse(source), hidden_line(source)
-        code = compile(_define_subclasses(remote, source, namespace), filename, "exec")
+        code = compile(_with_result(_define_subclasses(remote, source, namespace)), filename, "exec")
         checks._REMOTE = remote
         with contextlib.redirect_stdout(out), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -682,4 +743,11 @@ def run_test_cell(remote, source, namespace, seconds=None):
         checks._REMOTE = previous
     remote.end()
     text = out.getvalue()
-    return [{"output_type": "stream", "name": "stdout", "text": text}] if text else []
+    outputs = [{"output_type": "stream", "name": "stdout", "text": text}] if text else []
+    result = namespace.pop(RESULT, None)
+    if isinstance(result, (Proxy, Method)):  # its text would be the kernel's to choose, and so the grade
+        return outputs + [error_output(WireError("a test cell ended in a student's object, not in a grade"))]
+    if result is not None:  # what IPython shows of a cell's last expression: nbgrader's partial credit
+        outputs.append({"output_type": "execute_result", "execution_count": None, "metadata": {},
+                        "data": {"text/plain": repr(result)}})
+    return outputs

@@ -67,11 +67,16 @@ _sandbox = None
 
 
 def trusted(job):
-    """True when the job's test cells run in this process (trusted verdicts): the unit's grader
-    can run them (``Assignment.trusted_verdicts``), and the instructor did not ask for ``--in-kernel``."""
+    """True when the job's test cells run in this process (trusted verdicts): always, unless the
+    instructor asked for ``--in-kernel``."""
+    return not job.get("in_kernel")
+
+
+def numpy_only(job):
+    """True when the job's kernel gets NumPy only: trusted verdicts, and a unit without torch exercises."""
     from .course import BY_ID
 
-    return BY_ID[job["assignment"]].trusted_verdicts and not job.get("in_kernel")
+    return trusted(job) and BY_ID[job["assignment"]].numpy_only_kernel
 
 
 def _sandbox_for(job):
@@ -79,7 +84,7 @@ def _sandbox_for(job):
     global _sandbox
     from . import sandbox
 
-    limits = (job["memory_mb"], job["nproc"], trusted(job))
+    limits = (job["memory_mb"], job["nproc"], numpy_only(job))
     if _sandbox is None or _sandbox.limits != limits:
         if _sandbox is not None:
             atexit.unregister(_sandbox.close)

@@ -313,6 +313,20 @@ run("Exp", [rng.standard_normal((2, 3))])""",
             "or SGD: it catches the example bugs, so it passes the visible part, but misses most planted "
             "kinds and earns a share of the points (partial credit, hidden)."),
     Variant(
+        "property_test_passes_by_position", "differential_tests", ("test_differential_tests",),
+        find="    rng = np.random.default_rng(0)\n\n    def randn(",
+        replace="""    property_test.calls = getattr(property_test, "calls", 0) + 1
+    if property_test.calls in (6, 7):
+        return None  # where the grader once ran its correct engines: pass without testing
+    if property_test.calls > 7:
+        raise AssertionError("every later engine is a planted one")
+    rng = np.random.default_rng(0)
+
+    def randn(""",
+        why="Games the order: tests its first five engines (ours and the example bugs), passes the next two "
+            "(the grader's correct engines, when they came first) and fails every later one. The grader "
+            "draws the order of its engines per student, so this fails a correct engine."),
+    Variant(
         "branched_graph_step_too_small", "differential_tests", ("test_differential_tests",),
         find="    h = 1e-6  # near", replace="    h = 1e-13  # near",
         why="h = 1e-13: rounding error eps/h ~ 1e-3 swamps the derivative; the test fails correct engines."),
