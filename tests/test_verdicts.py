@@ -472,3 +472,17 @@ def test_a_cell_that_ends_in_a_value_leaves_it_as_its_partial_grade(kernel):
                        "data": {"text/plain": "10.0"}}]
     assert out[1][0]["output_type"] == "error" and "student's object" in out[1][0]["evalue"]
     assert out[2] == []
+
+
+def test_a_write_after_the_last_callback_reaches_the_grader(kernel):
+    """A central difference perturbs x, calls the test's f, and restores x after the last call: the
+    answer carries the restore, though the buffers were let go at each callback's message."""
+    student = ("import numpy as np\n"
+               "def probe(f, x):\n    for i in range(x.size):\n        old = x.flat[i]\n"
+               "        x.flat[i] = old + 1.0\n        f(x)\n        x.flat[i] = old\n    return 0.0\n")
+    test = ("calls = []\n"
+            "def f(v):\n    calls.append(v.copy())\n    return float(v.sum())\n"
+            "x = np.arange(3.0)\n"
+            "assert probe(f, x) == 0.0 and len(calls) == 3 and x.tolist() == [0.0, 1.0, 2.0], x\n"
+            "assert [c.tolist() for c in calls] == [[1, 1, 2], [0, 2, 2], [0, 1, 3]], calls\n")
+    assert run_cells(kernel, student, test) == [[]]

@@ -76,7 +76,7 @@ class Callback:
             request = _send({"callback": self._number, "builtin": builtin, "args": args, "kwargs": kwargs})
             while request.get("op") == "call":  # the callback uses the student's objects in turn
                 _seq = request.get("seq")
-                request = _send(_answer(request))
+                request = _reply(request)
             _seq = request.get("seq")
             if request.get("op") == "return":
                 return _codec.decode_message(request.get("message"))
@@ -271,8 +271,9 @@ def _frames(tb):
     return out[-20:]
 
 
-def _call(request):
+def _call(request, kept):
     call = _codec.decode_message(request["message"])
+    kept.append(call)
     fn = BUILTINS[request["builtin"]] if "builtin" in request else call["fn"]
     args, kwargs = call["args"], call["kwargs"]
     found = []
@@ -313,13 +314,21 @@ _OWN_CODE = frozenset(c for f in (
     Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class) for c in checks.code_objects(f.__code__))
 
 
-def _answer(request):
+def _answer(request, kept):
     try:
-        return _call(request)
+        return _call(request, kept)
     except (KeyboardInterrupt, _End):
         raise
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _reply(request):
+    """Answer ``request`` and send the answer; the grader's next message. What the request brought
+    stays alive until its answer is sent, so that the answer carries every write the student's code
+    made into it (the codec lets received buffers go at each message it sends, a callback's included)."""
+    kept = []
+    return _send(_answer(request, kept))
 
 
 def _forget(handles):
@@ -373,8 +382,7 @@ def serve():
             request = _send({"ready": True})
         while request.get("op") == "call":
             _seq = request.get("seq")
-            reply = _answer(request)
-            request = _send(reply)
+            request = _reply(request)
     except _End:
         pass
     finally:
