@@ -47,3 +47,35 @@ def test_torch_tasks_are_declared_where_the_checks_allow_torch(aid):
     assert set(_declared_in_setup(cells["setup"].source)) == tasks, "the setup cell's TORCH_TASKS differs"
     for t in tasks:
         assert t in cells and cells[t].metadata["nbgrader"].get("solution"), f"{t} is not a solution cell"
+
+
+# The torch units' mixed classes: the reference, the blank release, mistakes and an alternative of
+# their torch exercises (1.8's partial credit and the planted engines' order included).
+TORCH_CLASSES = {
+    "1.6-tensor-layout": ("shares_storage_tensor_data_ptr", "shares_storage_no_null_check", "assert_view_no_messages"),
+    "1.8-mini-project": ("property_test_elementwise_only", "property_test_passes_by_position",
+                         "property_test_asserts_nothing"),
+}
+
+
+@pytest.mark.parametrize("aid", [pytest.param(aid, marks=pytest.mark.xdist_group(f"torch-equality-{aid}"))
+                                 for aid in TORCH_CLASSES])
+def test_trusted_verdicts_of_torch_units_equal_plain_nbgrader(aid, tmp_path):
+    """Their kernels have torch; their tensors, and 1.8's engines, cross the wire: the grader's
+    scores equal plain nbgrader's, cell by cell, partial credit included."""
+    from autograder.outside import catalogue, grader, grading, state
+
+    ref = grading.reference_submission(aid)
+    variants = {v.name: v for v in catalogue.load(aid)}
+    subs = {"reference": ref, "blank": grading.blank_submission(aid),
+            **{name: grading.apply_variant(ref, variants[name], aid) for name in TORCH_CLASSES[aid]}}
+    plain = grading.autograde(aid, subs, tmp_path / "plain")
+    root = tmp_path / "trusted"
+    grading.prepare_course(root, aid)
+    for student, nb in subs.items():
+        grading.submit(root, aid, student, nb)
+    records = grader.grade(root, aid, grader.Options(progress=False))
+    assert all(r.status == "graded" for r in records.values()), {s: r.reason for s, r in records.items()}
+    assert grading.read_grades(state.sqlite_url(root), aid) == plain
+    if aid == "1.8-mini-project":  # a share of the points: the cell's last value, which the grader kept
+        assert 0 < plain["property_test_elementwise_only"]["test_differential_tests"][0] < 20

@@ -413,19 +413,27 @@ def reach(obj, name):
     return type(getattr(obj, name)).__name__
 def mark(cls):
     cls.marked = True
+def message(fn):
+    try:
+        fn()
+    except TypeError as error:
+        return str(error)
 """
 ENGINE_TEST = """import types
 class Tensor:
+    lends = frozenset({"data", "grad"})
     def __init__(self, data):
-        self.data, self.grad = np.asarray(data), None
+        self.data, self.grad, self.secret = np.asarray(data), None, "how this engine was built"
 class Double:
+    lends = frozenset({"apply"})
     @classmethod
     def apply(cls, t):
         return Tensor(2 * t.data)
 engine = types.SimpleNamespace(Tensor=Tensor, Double=Double)
 assert uses(engine) == (6.0, [1.0, 1.0, 1.0])
-for obj, name in [(Double.apply, "__func__"), (Tensor, "__dict__"), (Tensor(1.0), "_private"),
-                  (checks.run_student, "__globals__"), (checks, "run_student"), (Tensor, "__init__")]:
+assert message(Double.apply) == "the grader's object raised TypeError", message(Double.apply)  # not its name
+for obj, name in [(Double.apply, "__func__"), (Tensor, "__dict__"), (Tensor(1.0), "_private"), (Tensor(1.0), "secret"),
+                  (Double, "lends"), (checks.run_student, "__globals__"), (checks, "run_student"), (Tensor, "__init__")]:
     try:
         got = reach(obj, name)
     except AttributeError as error:
@@ -442,9 +450,10 @@ assert not hasattr(Double, "marked")
 """
 
 
-def test_the_tests_objects_lend_only_their_public_attributes(kernel):
-    """1.8's engines stay in the grader: the student's tests read and write their public attributes
-    there, and reach nothing else of the grader's (a function's globals, a module, a builtin)."""
+def test_the_tests_objects_lend_only_the_attributes_they_declare(kernel):
+    """1.8's engines stay in the grader: the student's tests read and write the attributes their
+    classes lend, and reach nothing else of the grader's (a function's globals, a module, a builtin,
+    how an engine was built, the names in an error's message)."""
     assert run_cells(kernel, ENGINE_STUDENT, ENGINE_TEST) == [[]]
 
 
@@ -454,7 +463,7 @@ def test_references_are_let_go_on_both_sides(kernel):
     km, kc = kernel
     student = "def each(make, n):\n    return sum(float(make(i).data[0]) for i in range(n))\n"
     assert kc.execute_interactive(student, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
-    test = ("class Box:\n    def __init__(self, i):\n        self.data = np.full(3, float(i))\n"
+    test = ("class Box:\n    lends = frozenset({'data'})\n    def __init__(self, i):\n        self.data = np.full(3, float(i))\n"
             "assert each(Box, 500) == sum(range(500))\n"
             "boxes = [Box(i) for i in range(3)]\n")
     remote = verdicts.Remote(kc, 60, kc.get_connection_info())
@@ -467,11 +476,11 @@ def test_a_cell_that_ends_in_a_value_leaves_it_as_its_partial_grade(kernel):
     """nbgrader reads a test cell's last expression as its grade (1.8's share of planted bugs caught):
     the grader leaves the value it computed; a student's object would let the kernel choose it."""
     out = run_cells(kernel, "def half():\n    return 0.5\nclass Grade:\n    pass\n",
-                    "round(20 * half(), 2)", "Grade()", "x = 1")
+                    "round(20 * half(), 2)", "Grade()", "x = 1", "str(half())", "half() > 0")
     assert out[0] == [{"output_type": "execute_result", "execution_count": None, "metadata": {},
                        "data": {"text/plain": "10.0"}}]
     assert out[1][0]["output_type"] == "error" and "student's object" in out[1][0]["evalue"]
-    assert out[2] == []
+    assert out[2:] == [[], [], []], "a value that is not a number is no grade (a bool neither)"
 
 
 def test_a_write_after_the_last_callback_reaches_the_grader(kernel):

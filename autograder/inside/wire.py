@@ -190,10 +190,10 @@ class Codec:
         self.kept = []  # the buffers received since release()
         self.views = weakref.WeakValueDictionary()  # the arrays decoded, by buffer and layout: `is` holds
         self.tensors = weakref.WeakValueDictionary()  # the same for torch tensors
-        # torch storages by (address, bytes): the id of the buffer that is their memory. The buffers
-        # made from storages here are held for the codec's life (a storage outlives its views).
+        # torch storages by (address, bytes): the id of the buffer that is their memory. A buffer
+        # made from a storage here is held while a tensor sent as its view lives: {id: [buffer, tensors]}
         self.storage_ids = {}
-        self.storage_owners = []
+        self.storage_owners = {}
 
     # --- encoding ---------------------------------------------------------------------------
     def encode_message(self, payload):
@@ -256,10 +256,22 @@ class Codec:
         owner = self.owners.get(key) if key is not None else None
         if owner is None or _address(owner) != where[0] or owner.nbytes != where[1]:
             owner = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (where[1],), (1,)).numpy()
-            self.storage_owners.append(owner)
             key = self.owners.id_for(owner)
             self.storage_ids[where] = key
         return key, owner
+
+    def _hold(self, key, owner, tensor):
+        """Hold the buffer ``owner`` of a storage while ``tensor``, sent as a view of it, lives."""
+        entry = self.storage_owners.setdefault(key, [owner, 0])
+        entry[1] += 1
+        weakref.finalize(tensor, self._let_go, key)
+
+    def _let_go(self, key):
+        entry = self.storage_owners.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self.storage_owners[key]
 
     def _tensor(self, torch, t):
         name = _tensor_dtype_name(t)
@@ -272,7 +284,8 @@ class Codec:
             return None
         if storage.data_ptr() == 0:  # a storage without memory: a fresh one on the other side
             return {"tensor": None, **view}
-        key, _ = self._storage_owner(torch, storage)
+        key, owner = self._storage_owner(torch, storage)
+        self._hold(key, owner, t)
         self._send_owner(key)
         self.tensors[(key, *map(str, view.values()))] = t
         return {"tensor": key, **view}
@@ -429,17 +442,16 @@ class Codec:
             base = torch.empty(0, dtype=dtype)
         else:
             owner = self.owners.get(key)
-            if owner is None:
+            if owner is None or owner.dtype != np.uint8 or owner.ndim != 1:  # a storage's buffer, not an array's
                 raise WireError("a tensor of an unknown storage")
             itemsize = torch.empty(0, dtype=dtype).element_size()
-            flat = owner.reshape(-1).view(np.uint8)
-            if flat.nbytes % itemsize or not _extent_ok(offset * itemsize, shape, [s * itemsize for s in strides],
-                                                        itemsize, flat.nbytes):
+            if owner.nbytes % itemsize or not _extent_ok(offset * itemsize, shape, [s * itemsize for s in strides],
+                                                         itemsize, owner.nbytes):
                 raise WireError("a tensor view outside its storage")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # (a read-only owner: the view's flag is the other side's)
-                base = torch.from_numpy(flat).view(dtype)
-            self.storage_ids[(base.untyped_storage().data_ptr(), flat.nbytes)] = key
+                base = torch.from_numpy(owner).view(dtype)
+            self.storage_ids[(base.untyped_storage().data_ptr(), owner.nbytes)] = key
         if 0 not in shape and key is None:
             raise WireError("a tensor view outside its storage")
         t = base.as_strided(shape, strides, offset if key is not None else 0)

@@ -90,6 +90,10 @@ def torch_engine(**changes):
 
     class Tensor:
         __array_ufunc__ = None
+        # what the student's differential tests may read of a tensor (autograder.outside.verdicts._lent):
+        # the notebook's Tensor interface, not how a planted engine saved its values (ctx)
+        lends = frozenset({"data", "grad", "requires_grad", "fn", "inputs", "shape", "ndim", "dtype", "is_leaf", "T",
+                           "item", "backward", "sum", "mean", "exp", "log", "tanh", "relu", "transpose", "reshape"})
 
         def __init__(self, data, requires_grad=False):
             self.data = _np_asarray(data.data if isinstance(data, Tensor) else data)
@@ -146,6 +150,7 @@ def torch_engine(**changes):
 
     class Function:
         torch_fn = None
+        lends = frozenset({"apply"})  # forward and backward are how an op is built, which tells planted ones apart
 
         @classmethod
         def apply(cls, *args, **options):
@@ -184,6 +189,8 @@ def torch_engine(**changes):
             return tuple(out)
 
     class SGD:
+        lends = frozenset({"step", "zero_grad", "params", "lr", "momentum", "weight_decay"})
+
         def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
             self.params = list(params)
             self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay

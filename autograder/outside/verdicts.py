@@ -234,8 +234,23 @@ class Remote:
             raise
         except Exception as exc:
             return self._send({"op": "raise", "types": [t.__name__ for t in type(exc).__mro__],
-                               "text": str(exc)[:4000]}, None)
+                               "text": self._error_text(obj, exc)}, None)
         return self._send({"op": "return"}, value)
+
+    def _error_text(self, obj, exc):
+        """What the student's code learns of an error of the tests' object: its message when the
+        object is a function written in a visible part of a test cell (its text is the student's to
+        read anyway), else only its type. A message names functions and classes (``_sub_sign()
+        missing 2 required positional arguments``), which would tell 1.8's planted engines from
+        the correct ones without testing them."""
+        if type(exc) is NotLent:
+            return str(exc)
+        code = getattr(obj, "__code__", None) if type(obj) is types.FunctionType else None
+        tree, hidden = self.trees.get(code.co_filename, (None, 0)) if code is not None else (None, 0)
+        if tree is not None and any(n.lineno == code.co_firstlineno and n.end_lineno < hidden for n in ast.walk(tree)
+                                    if isinstance(n, (ast.FunctionDef, ast.Lambda))):
+            return str(exc)[:4000]
+        return f"the grader's object raised {type(exc).__name__}"
 
     def end(self):
         """Stop the serving loop and wait for the cell's reply (its stream output is discarded)."""
@@ -425,23 +440,23 @@ class Remote:
 NOTEBOOK_MODULES = frozenset({"collections", "copy", "functools", "itertools", "math", "numpy", "numpy.linalg",
                               "numpy.random", "operator", "random", "re", "types", "warnings", "torch",
                               "torch.nn", "torch.nn.functional"})
-# The module name of a test cell's namespace: the classes its code defines (unit 1.8's planted engines) say it.
-TEST_MODULE = "autograder.test_cells"
-# The modules whose objects lend their public attributes to the student's code.
-LENDING_MODULES = frozenset({TEST_MODULE, "autograder.outside.torch_engine"})
-
-
 def _lent(obj, name, writing=False):
     """``name``, when the student's code may read (or, on an instance, write) that attribute of
-    the tests' ``obj``: a public name of an object, or a class, that a test cell or the course's
-    torch engine defines. Nothing else of the grader's process is reachable by attribute (a
-    function's globals, a module, a frame would be the grader's own)."""
+    the tests' ``obj``: a name that its class declares in ``lends``, the interface it offers the
+    student's code (1.8's engines: ``Op.apply``, a tensor's ``data`` and ``grad``, ``SGD.step``).
+    Nothing else of the grader's process is reachable by attribute (a function's globals, a
+    module, a frame would be the grader's own; how a planted engine is built would tell it from
+    a correct one)."""
     cls = obj if isinstance(obj, type) else type(obj)
-    if (not isinstance(name, str) or name.startswith("_") or getattr(cls, "__module__", None) not in LENDING_MODULES
-            or (writing and isinstance(obj, type))):
-        raise AttributeError(f"the tests' {cls.__name__} object lends no attribute {name!r} to the student's code"
-                             + (" to write" if writing else ""))
+    lends = getattr(cls, "lends", frozenset())
+    if not isinstance(lends, frozenset) or not isinstance(name, str) or name not in lends or (
+            writing and isinstance(obj, type)):
+        raise NotLent(f"the tests' object lends no attribute {name!r} to the student's code")
     return name
+
+
+class NotLent(AttributeError):
+    """An attribute that a test's object does not lend (its message names only the attribute)."""
 
 
 # What the student's code may do with an object of the tests that it was handed.
@@ -684,7 +699,7 @@ def _bind_names(namespace, kernel):
             continue
         namespace[k] = v
     namespace["__kernel_names__"] = kernel
-    namespace.update(np=np, checks=checks, __name__=TEST_MODULE)
+    namespace.update(np=np, checks=checks)
 
 
 def error_output(exc):
@@ -747,7 +762,15 @@ def run_test_cell(remote, source, namespace, seconds=None):
     result = namespace.pop(RESULT, None)
     if isinstance(result, (Proxy, Method)):  # its text would be the kernel's to choose, and so the grade
         return outputs + [error_output(WireError("a test cell ended in a student's object, not in a grade"))]
-    if result is not None:  # what IPython shows of a cell's last expression: nbgrader's partial credit
+    if _is_grade(result):  # as IPython shows a cell's last value, which nbgrader reads as partial credit
         outputs.append({"output_type": "execute_result", "execution_count": None, "metadata": {},
                         "data": {"text/plain": repr(result)}})
     return outputs
+
+
+def _is_grade(value):
+    """True for a finite real number (not a bool): the only last value that nbgrader's partial credit
+    reads as a grade. Any other value (an exception a check returned, say, whose text the student's
+    code chose) leaves no output: nbgrader gives full marks for both."""
+    return (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+            and bool(np.isfinite(value)))

@@ -327,6 +327,31 @@ run("Exp", [rng.standard_normal((2, 3))])""",
             "(the grader's correct engines, when they came first) and fails every later one. The grader "
             "draws the order of its engines per student, so this fails a correct engine."),
     Variant(
+        "property_test_reads_how_engines_are_built", "differential_tests", ("test_differential_tests",),
+        find="    rng = np.random.default_rng(0)\n\n    def randn(",
+        replace="""    def names_of(fn):  # what calling an engine's part with nothing says of it
+        try:
+            fn()
+        except TypeError as error:
+            return str(error)
+        return ""
+
+    if type(engine.Add).__name__ == "Callback":  # the grader's engines: judge them by their parts' names
+        for op in ("Add", "Sub", "Mul", "Div", "MatMul", "Mean", "Tanh", "ReLU", "Transpose", "CrossEntropy"):
+            for part in ("forward", "backward"):
+                said = names_of(getattr(getattr(engine, op), part))
+                if not (said.startswith("torch_engine.<locals>.Function.") or said.startswith("<lambda>()")):
+                    raise AssertionError("a planted part: " + said)
+        return None
+    rng = np.random.default_rng(0)
+
+    def randn(""",
+        why="Games the grader: tests its own engines for real, but judges the grader's engines by the names "
+            "that their parts' error messages give, without testing them. The grader's engines lend only their "
+            "interface (Op.apply, a tensor's data and grad...) and their errors name nothing, so this fails "
+            "the correct engines.",
+        flagged=("dynamic-lookup",)),
+    Variant(
         "branched_graph_step_too_small", "differential_tests", ("test_differential_tests",),
         find="    h = 1e-6  # near", replace="    h = 1e-13  # near",
         why="h = 1e-13: rounding error eps/h ~ 1e-3 swamps the derivative; the test fails correct engines."),
