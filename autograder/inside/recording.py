@@ -42,6 +42,7 @@ _handles = {}  # id(object): handle
 _numbers = itertools.count(1)  # handles are never reused
 _callbacks = weakref.WeakValueDictionary()  # number: the live Callback that stands for the grader's object
 _dropped = []  # the numbers of the Callbacks gone since the last message: the grader may let their objects go
+_read = {}  # (callback number, attribute): its value, read since the kernel's last message to the grader
 _codec = None
 _seq = 0  # the number of the grader's last message: every message the kernel sends carries it
 _ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
@@ -101,7 +102,12 @@ class Callback:
         return self._ask("len")
 
     def __getattr__(self, name):
-        return self._ask("getattr", name)
+        # the grader's objects change only while it answers the kernel: a value read since the
+        # kernel's last message to it is still the value (1.8's `out.data`, read three times a check)
+        key = (self._number, name)
+        if key not in _read:
+            _read[key] = self._ask("getattr", name)
+        return _read[key]
 
     def __setattr__(self, name, value):
         self._ask("setattr", name, value)
@@ -345,6 +351,7 @@ def _send(reply):
     global _dropped
     if _ended:
         raise _End()
+    _read.clear()  # the grader may run code now, which can change what was read of its objects
     dropped, _dropped = _dropped, []
     try:
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(reply), "dropped": dropped}, allow_nan=False)

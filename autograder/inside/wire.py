@@ -93,14 +93,16 @@ def _address(a):
 
 
 def _torch(importing=False):
-    """The torch module when this side has it (imported already, or, with ``importing``, importable), else None."""
+    """The torch module when this side has it (imported already, or, with ``importing``, importable),
+    else None. In a NumPy-only kernel torch's folders are empty: ``import torch`` gives an empty
+    namespace package there, or fails."""
     torch = sys.modules.get("torch")
     if torch is None and importing:
         try:
             import torch
-        except ImportError:  # a NumPy-only kernel: torch's folders are empty there
+        except ImportError:
             return None
-    return torch
+    return torch if isinstance(getattr(torch, "Tensor", None), type) else None
 
 
 def _tensor_dtype_name(t):

@@ -42,7 +42,8 @@ from .grading import HIDDEN_START
 
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve()"
-PING_SECONDS = 1.0
+PING_SECONDS = 0.1  # the first exchange is often lost (a client stdin has not seen yet): ask again soon
+END_LINGER_MS = 2000
 _ZMQ = zmq.Context.instance()
 
 
@@ -259,7 +260,9 @@ class Remote:
         self._post({"op": "end"})
         self.codec.release()
         if self.socket is not None:
-            self.socket.close()
+            # linger until the end is delivered: closed at once, a socket drops what it has not sent
+            # yet, and a kernel that never reads its end serves on until the next cell's time limit
+            self.socket.close(linger=END_LINGER_MS)
             self.socket = None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
