@@ -79,13 +79,13 @@ def _bottom(a):
     return o
 
 
-def _extent(a):
-    """The first and one-past-the-last byte addresses that the elements of ``a`` occupy."""
-    start = _address(a)
-    if a.size == 0:
+def _span(start, shape, strides, itemsize):
+    """The first and one-past-the-last byte that a view's elements occupy, from its first element's
+    byte ``start`` (strides in bytes); ``(start, start)`` for a view without elements."""
+    if 0 in shape:
         return start, start
-    low = start + sum(s * (n - 1) for s, n in zip(a.strides, a.shape) if s < 0)
-    return low, start + sum(s * (n - 1) for s, n in zip(a.strides, a.shape) if s > 0) + a.itemsize
+    low = start + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+    return low, start + sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0) + itemsize
 
 
 def _address(a):
@@ -105,17 +105,20 @@ def _torch(importing=False):
     return torch if isinstance(getattr(torch, "Tensor", None), type) else None
 
 
-def _tensor_dtype_name(t):
-    return str(t.dtype).removeprefix("torch.")
+def _torch_dtype_name(dtype):
+    return str(dtype).removeprefix("torch.")
+
+
+def _tensor_key(key, fields):
+    """How a tensor is cached on either side: its storage's id and its view's fields."""
+    return (key, fields["dtype"], tuple(fields["shape"]), tuple(fields["strides"]), fields["offset"],
+            fields["requires_grad"])
 
 
 def _extent_ok(offset, shape, strides, itemsize, nbytes):
     """True when every element of the view (offset and strides in bytes) lies inside a buffer of ``nbytes``."""
-    if 0 in shape:
-        return True
-    low = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
-    high = offset + sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0) + itemsize
-    return low >= 0 and high <= nbytes
+    low, high = _span(offset, shape, strides, itemsize)
+    return 0 in shape or (low >= 0 and high <= nbytes)
 
 
 def _layout_ok(shape, strides, offset):
@@ -226,7 +229,7 @@ class Codec:
         if key is not None and self.owners.get(key) is o:
             return o
         if o.base is not None and a.size:
-            low, high = _extent(a)
+            low, high = _span(_address(a), a.shape, a.strides, a.itemsize)
             for ref, _ in list(self.owners.by_id.values()):
                 known = ref()
                 if known is not None and _address(known) <= low and high <= _address(known) + known.nbytes:
@@ -276,7 +279,7 @@ class Codec:
                 del self.storage_owners[key]
 
     def _tensor(self, torch, t):
-        name = _tensor_dtype_name(t)
+        name = _torch_dtype_name(t.dtype)
         if name not in TENSOR_DTYPES or t.device.type != "cpu" or t.layout != torch.strided or t.is_conj() or t.is_neg():
             return None
         view = {"dtype": name, "shape": list(t.shape), "strides": list(t.stride()), "offset": t.storage_offset(),
@@ -289,7 +292,7 @@ class Codec:
         key, owner = self._storage_owner(torch, storage)
         self._hold(key, owner, t)
         self._send_owner(key)
-        self.tensors[(key, *map(str, view.values()))] = t
+        self.tensors[_tensor_key(key, view)] = t
         return {"tensor": key, **view}
 
     def encode(self, x):
@@ -310,8 +313,8 @@ class Codec:
                 return enc
         if torch is not None and type(x) is torch.Size:
             return {"tuple": [self.encode(int(n)) for n in x]}
-        if torch is not None and isinstance(x, torch.dtype) and str(x).removeprefix("torch.") in TENSOR_DTYPES:
-            return {"torch_dtype": str(x).removeprefix("torch.")}
+        if torch is not None and isinstance(x, torch.dtype) and _torch_dtype_name(x) in TENSOR_DTYPES:
+            return {"torch_dtype": _torch_dtype_name(x)}
         if isinstance(x, np.generic) and x.dtype.name in DTYPES:
             return {"scalar": x.dtype.name, "data": base64.b64encode(x.tobytes()).decode("ascii")}
         if type(x) in (tuple, list):
@@ -436,11 +439,13 @@ class Codec:
         if int(np.prod(shape, dtype=np.float64)) > MAX_VIEW_ELEMENTS:
             raise WireError(f"a tensor of shape {tuple(shape)}: more elements than the checks compare")
         dtype = getattr(torch, name)
-        cache = (key, *map(str, (name, shape, strides, offset, x["requires_grad"])))
+        cache = _tensor_key(key, x)
         t = self.tensors.get(cache) if key is not None else None
         if t is not None:
             return t
         if key is None:
+            if 0 not in shape:
+                raise WireError("a tensor view outside its storage")
             base = torch.empty(0, dtype=dtype)
         else:
             owner = self.owners.get(key)
@@ -454,8 +459,6 @@ class Codec:
                 warnings.simplefilter("ignore")  # (a read-only owner: the view's flag is the other side's)
                 base = torch.from_numpy(owner).view(dtype)
             self.storage_ids[(base.untyped_storage().data_ptr(), owner.nbytes)] = key
-        if 0 not in shape and key is None:
-            raise WireError("a tensor view outside its storage")
         t = base.as_strided(shape, strides, offset if key is not None else 0)
         if x["requires_grad"]:
             if not t.is_floating_point():
