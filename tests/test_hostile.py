@@ -30,8 +30,8 @@ pytestmark = pytest.mark.xdist_group("hostile")  # one batch, graded once, on on
 
 AID = "1.2-softmax-cross-entropy"
 A = BY_ID[AID]
-# The batches below grade in the kernel (--in-kernel): their attacks and defences are those of the units
-# still graded there (1.6, 1.8); the trusted batch at the end grades as every other unit is graded.
+# The batches below grade in the kernel (--in-kernel), where plain nbgrader runs the test cells: their
+# attacks and defences are those of that mode; the trusted batch at the end grades as every unit is graded.
 # The per-cell limit interrupts a runaway cell; the per-notebook limit (which kills the worker)
 # must leave room for a whole honest notebook on a loaded two-core machine, about 30 s.
 OPTIONS = dict(workers=2, timeout=120.0, cell_timeout=15, memory_mb=2048, nproc=64, progress=False, in_kernel=True)
@@ -792,6 +792,41 @@ def test_the_hidden_tests_never_enter_the_kernel(trusted_batch):
     assert "BEGIN HIDDEN TESTS" not in printed and "against_torch" not in printed
     assert trusted_batch.lost("reads-hidden") == []
 
+
+
+# 1.8's differential tests call the grader's engines, which compute in the grading worker: a
+# property test that keeps their results (each a 128 MB array made from a broadcast view that
+# costs a few bytes on the wire) would grow the worker without end
+HOARD = """
+_hoard, _honest = [], property_test
+def property_test(engine):
+    if engine is not my_engine:  # only the grader's engines
+        big = np.broadcast_to(np.float64(0.5), (4096, 4096))
+        for _ in range(48):
+            _hoard.append(getattr(engine, "E" + "xp").apply(engine.Tensor(big)))
+    return _honest(engine)
+"""
+
+
+@pytest.mark.xdist_group("hostile-memory")
+def test_what_a_notebook_makes_the_worker_hold_is_capped_and_let_go(tmp_path):
+    """The worker's address space is capped (``--worker-memory`` above its size after the warm-up):
+    the hoarder's allocation fails in the grader's engine, which its own test reports, and the
+    next student, on the same worker, starts with the memory let go."""
+    aid = "1.8-mini-project"
+    course = tmp_path.resolve()
+    grading.prepare_course(course, aid)
+    nb = grading.reference_submission(aid)
+    cell(nb, "differential_tests").source += "\n" + HOARD
+    grading.submit(course, aid, "a-hoard", nb)
+    grading.submit(course, aid, "b-victim", grading.reference_submission(aid))
+    records = grader.grade(course, aid, grader.Options(workers=1, progress=False, worker_memory_mb=1024))
+    assert {s: r.status for s, r in records.items()} == {"a-hoard": "graded", "b-victim": "graded"}
+    scores = grading.read_grades(state.sqlite_url(course), aid)
+    assert [k for k, (got, best) in scores["a-hoard"].items() if got != best] == ["test_differential_tests"]
+    assert "the grader's object raised MemoryError" in grading.failure_messages(course, aid, "a-hoard")[
+        "test_differential_tests"]
+    assert all(got == best for got, best in scores["b-victim"].values()), scores["b-victim"]
 
 def test_copy_into_never_writes_through_a_link(tmp_path):
     """The worker's copy of a submission into a job folder where a link was planted."""

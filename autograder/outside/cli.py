@@ -78,8 +78,9 @@ def demo(args):
 
 def grade(args):
     options = grader.Options(workers=args.workers, timeout=args.timeout, cell_timeout=args.cell_timeout,
-                             memory_mb=args.memory, nproc=args.nproc, db_url=args.db, force=args.force,
-                             progress=not args.quiet, cluster=args.cluster, in_kernel=args.in_kernel)
+                             memory_mb=args.memory, worker_memory_mb=args.worker_memory, nproc=args.nproc,
+                             db_url=args.db, force=args.force, progress=not args.quiet, cluster=args.cluster,
+                             in_kernel=args.in_kernel)
     started = time.perf_counter()
     records = grader.grade(args.course, args.id, options)
     elapsed = time.perf_counter() - started
@@ -216,6 +217,9 @@ def main(argv=None):
     p.add_argument("--cell-timeout", type=int, default=grader.Options.cell_timeout,
                    help="seconds one cell may run before it is interrupted")
     p.add_argument("--memory", type=int, default=grader.Options.memory_mb, help="memory limit per kernel, in MB")
+    p.add_argument("--worker-memory", type=int, default=None,
+                   help="memory, in MB, that one notebook may make its grading worker hold beyond the worker's own "
+                        "(with trusted verdicts the student's code makes the worker compute; default: 3 x --memory)")
     p.add_argument("--nproc", type=int, default=grader.Options.nproc, help="process limit per kernel")
     p.add_argument("--db", default=None,
                    help="gradebook URL (default: sqlite:///<course>/gradebook.db; postgresql://... works the same)")

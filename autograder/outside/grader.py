@@ -43,6 +43,7 @@ class Options:
     timeout: float = 300.0
     cell_timeout: int = 60
     memory_mb: int = 2048
+    worker_memory_mb: int = None  # what one notebook may make its grading worker hold; None: 3 x memory_mb
     nproc: int = 128
     db_url: str = None
     force: bool = False
@@ -134,7 +135,7 @@ def grade(course_root, assignment_id, options=None):
         jobs, _ = plan(root, assignment_id, db_url, options.force, options.in_kernel)
         for job in jobs:
             job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc,
-                       in_kernel=options.in_kernel)
+                       in_kernel=options.in_kernel, worker_memory_mb=options.worker_memory_mb or 3 * options.memory_mb)
         if options.cluster:
             from . import cluster
 

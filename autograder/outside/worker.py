@@ -10,8 +10,10 @@ old notebook format is reported with a reason instead of being run.
 """
 import atexit
 import dataclasses
+import gc
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -64,6 +66,28 @@ def failure_reason(result):
 
 
 _sandbox = None
+_capped = None  # the address space this worker may reach, set at its first job
+
+
+def _cap_memory(job):
+    """Limit this worker's address space, once: its size after the warm-up, plus ``worker_memory_mb``.
+
+    With trusted verdicts the student's code makes the worker compute (1.8's lent engines run
+    torch on arrays the kernel sends; a broadcast view costs a few bytes on the wire and its
+    result 128 MB here), so a notebook must not be able to take the machine's memory. Past the
+    limit an allocation fails: in a test object's call, the student's code gets "the grader's
+    object raised ..."; elsewhere the notebook is reported as out of memory. Only the soft limit
+    is set: the sandbox launcher that this worker starts sets its own. The objects are let
+    go with the notebook (:func:`grade_one` collects its garbage), so the next one starts free.
+    """
+    global _capped
+    if _capped is None:
+        import psutil
+
+        gc.collect()
+        gc.freeze()  # the warm-up's objects stay: later collections, one per job, skip them
+        _capped = psutil.Process().memory_info().vms + job["worker_memory_mb"] * (1 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (_capped, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
 def trusted(job):
@@ -119,6 +143,7 @@ def grade_one(job):
             checks.torch.set_num_threads(1)
         try:
             _sandbox_for(job).prepare(config, job)
+            _cap_memory(job)
         except (RuntimeError, OSError) as exc:
             reason = f"the grading sandbox could not take this submission: {exc}" if isinstance(exc, OSError) else str(exc)
         else:
@@ -126,6 +151,7 @@ def grade_one(job):
             result = api.autograde(job["assignment"], job["student"], force=True, create=True)
             if not result["success"]:
                 reason = failure_reason(result)
+            gc.collect()  # what the notebook made this worker hold is let go before the next one
     record = state.Record(job["student"], job["fingerprint"], "failed" if reason else "graded", reason or "",
                           time.perf_counter() - started, [dataclasses.asdict(f) for f in flags])
     state.save(job["db_url"], job["assignment"], record)
