@@ -23,7 +23,6 @@ grader chose.
 """
 import builtins
 import inspect
-import itertools
 import json
 import operator
 import re
@@ -35,11 +34,9 @@ import weakref
 import numpy as np
 
 from autograder.inside import checks
-from autograder.inside.wire import Codec, Owners, builtin_class
+from autograder.inside.wire import Codec, Lent, Owners, builtin_class
 
-_objects = {}  # handle: object, kept alive until the grader says it let the handle's proxy go
-_handles = {}  # id(object): handle
-_numbers = itertools.count(1)  # handles are never reused
+_objects = Lent()  # handle: the student's object, kept alive until the grader says it let the handle's proxy go
 _callbacks = weakref.WeakValueDictionary()  # number: the live Callback that stands for the grader's object
 _dropped = []  # the numbers of the Callbacks gone since the last message: the grader may let their objects go
 _read = {}  # (callback number, attribute): its value, read since the kernel's last message to the grader
@@ -113,20 +110,11 @@ class Callback:
         self._ask("setattr", name, value)
 
 
-def _handle(obj):
-    h = _handles.get(id(obj))
-    if h is None or _objects.get(h) is not obj:
-        h = next(_numbers)
-        _objects[h] = obj
-        _handles[id(obj)] = h
-    return h
-
-
 def _ref(obj):
     """A handle, with its class's: the grader learns which attributes of a class are its methods."""
     if type(obj) is Callback:
         return "callback", obj._number
-    return "handle", _handle(obj), _handle(type(obj))
+    return "handle", _objects.number(obj), _objects.number(type(obj))
 
 
 def _resolve(kind, number, cls=None):
@@ -137,9 +125,9 @@ def _resolve(kind, number, cls=None):
             while number in _dropped:  # gone, but the grader sent it again before it heard: it lives on
                 _dropped.remove(number)
         return callback
-    if number not in _objects:
+    if number not in _objects.by_number:
         raise KeyError(f"no object with handle {number}")
-    return _objects[number]
+    return _objects.by_number[number]
 
 
 def _user_ns():
@@ -337,14 +325,6 @@ def _reply(request):
     return _send(_answer(request, kept))
 
 
-def _forget(handles):
-    """Let go of the objects whose proxies the grader let go of (it never sends those handles again)."""
-    for h in handles if isinstance(handles, list) else ():
-        obj = _objects.pop(h, None) if type(h) is int else None
-        if obj is not None and _handles.get(id(obj)) == h:
-            del _handles[id(obj)]
-
-
 def _send(reply):
     """Send ``reply`` (an answer, or a callback's request); the grader's next message. Over stdin,
     a ``ping`` asks for the same text again. Each message says which Callbacks died since the last."""
@@ -367,7 +347,7 @@ def _send(reply):
         request = json.loads(builtins.input(text))
         while request.get("op") == "ping":
             request = json.loads(builtins.input(text))
-    _forget(request.get("dropped"))
+    _objects.let_go(request.get("dropped"))  # the proxies the grader let go of: it never sends those handles again
     return request
 
 

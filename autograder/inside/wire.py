@@ -35,6 +35,7 @@ student's kernel wrote, so it checks every field it uses.
 import base64
 import builtins
 import functools
+import itertools
 import sys
 import types
 import warnings
@@ -169,6 +170,37 @@ class Owners:
             if owner is not None and (seen is None or owner.tobytes() != seen):
                 out.append(key)
         return out
+
+
+class Lent:
+    """The objects one side lent to the other, by number, each held until the other side says it
+    let the number go. A number is never reused; an object lent again while held keeps its own."""
+
+    def __init__(self):
+        self.by_number = {}  # number: object
+        self._numbers = {}  # id(object): number
+        self._count = itertools.count(1)
+
+    def __len__(self):
+        return len(self.by_number)
+
+    def get(self, number):
+        return self.by_number.get(number)
+
+    def number(self, obj):
+        n = self._numbers.get(id(obj))
+        if n is None or self.by_number.get(n) is not obj:
+            n = next(self._count)
+            self.by_number[n] = obj
+            self._numbers[id(obj)] = n
+        return n
+
+    def let_go(self, numbers):
+        """Drop the numbers that the other side's message listed (anything else in the list is ignored)."""
+        for n in numbers if isinstance(numbers, list) else ():
+            obj = self.by_number.pop(n, None) if type(n) is int else None
+            if obj is not None and self._numbers.get(id(obj)) == n:
+                del self._numbers[id(obj)]
 
 
 REF_KINDS = ("handle", "callback")  # an object of the student's kernel, an object of the grader's

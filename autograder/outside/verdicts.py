@@ -21,7 +21,6 @@ import functools
 import importlib
 import inspect
 import io
-import itertools
 import json
 import os
 import queue
@@ -36,7 +35,7 @@ import zmq
 from nbgrader import utils as nbutils
 
 from autograder.inside import checks
-from autograder.inside.wire import DTYPES, Codec, WireError, builtin_class
+from autograder.inside.wire import DTYPES, Codec, Lent, WireError, builtin_class
 
 from .grading import HIDDEN_START
 
@@ -98,9 +97,7 @@ class Remote:
         self.codec = Codec("t", self._ref, self._resolve, namespaces=True, ship=self._ship)
         self.proxies = {}  # handle: a weak reference to its Proxy, one per handle, so that `is` works
         self.dropped = []  # the handles whose proxies died since the last message: the kernel may let them go
-        self.callbacks = {}  # number: an object of the tests handed to the student's code, until the kernel lets it go
-        self.callback_numbers = {}  # id(object): number
-        self.numbers = itertools.count(1)  # callback numbers are never reused
+        self.callbacks = Lent()  # the tests' objects handed to the student's code, until the kernel lets them go
         self.msg_id = None
         self.deadline = None
         self.seq = 0
@@ -175,15 +172,8 @@ class Remote:
             answer = json.loads(text) if text else None
             if not isinstance(answer, dict) or answer.get("seq") != self.seq:
                 continue  # an answer sent again after a ping, already read
-            self._forget(answer.get("dropped"))
+            self.callbacks.let_go(answer.get("dropped"))  # the Callbacks that the kernel let go of
             return self.codec.decode_message(answer.get("message"))
-
-    def _forget(self, numbers):
-        """Let go of the tests' objects whose Callbacks the kernel let go of."""
-        for n in numbers if isinstance(numbers, list) else ():
-            obj = self.callbacks.pop(n, None) if type(n) is int else None
-            if obj is not None and self.callback_numbers.get(id(obj)) == n:
-                del self.callback_numbers[id(obj)]
 
     def _lost(self, handle, ref):
         """A proxy died: the next message tells the kernel that its object is no longer the grader's to use."""
@@ -282,12 +272,7 @@ class Remote:
             if object.__getattribute__(obj, "_remote") is not self:
                 raise WireError("an object of another student's kernel")
             return "handle", object.__getattribute__(obj, "_handle")
-        number = self.callback_numbers.get(id(obj))
-        if number is None or self.callbacks.get(number) is not obj:
-            number = next(self.numbers)
-            self.callbacks[number] = obj  # held until the kernel says its Callback died
-            self.callback_numbers[id(obj)] = number
-        return "callback", number
+        return "callback", self.callbacks.number(obj)  # held until the kernel says its Callback died
 
     def _ship(self, obj):
         """``(kind, source, values, numpy names)`` for a test's function that can run in the kernel
@@ -323,9 +308,9 @@ class Remote:
 
     def _resolve(self, kind, number, cls=None):
         if kind == "callback":
-            if number not in self.callbacks:
+            if number not in self.callbacks.by_number:
                 raise WireError("a callback the tests did not hand over")
-            return self.callbacks[number]
+            return self.callbacks.by_number[number]
         ref = self.proxies.get(number)
         proxy = ref() if ref is not None else None
         if proxy is None:
