@@ -125,9 +125,10 @@ def _resolve(kind, number, cls=None):
             while number in _dropped:  # gone, but the grader sent it again before it heard: it lives on
                 _dropped.remove(number)
         return callback
-    if number not in _objects.by_number:
+    obj = _objects.get(number)  # (None never goes by reference)
+    if obj is None:
         raise KeyError(f"no object with handle {number}")
-    return _objects.by_number[number]
+    return obj
 
 
 def _user_ns():

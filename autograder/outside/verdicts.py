@@ -308,9 +308,10 @@ class Remote:
 
     def _resolve(self, kind, number, cls=None):
         if kind == "callback":
-            if number not in self.callbacks.by_number:
+            obj = self.callbacks.get(number)  # (None never goes by reference)
+            if obj is None:
                 raise WireError("a callback the tests did not hand over")
-            return self.callbacks.by_number[number]
+            return obj
         ref = self.proxies.get(number)
         proxy = ref() if ref is not None else None
         if proxy is None:
