@@ -127,29 +127,21 @@ def test_a_kernel_that_forges_the_recording_still_fails(kernel):
     argument it got (and says it never raised, warned or called torch): whatever it answers, the
     comparison happens here, against inputs chosen here."""
     forge = """
-import builtins, json, sys
+import json, sys
 import numpy as np
 def relu(x):
     return x
 rec = sys.modules['autograder.inside.recording']
-def serve():
+def serve(address):
     import zmq
     from autograder.inside.wire import Codec
     codec = Codec('k', lambda o: ('handle', 1), lambda kind, h, cls: None)
-    reply, seq, sock = {'ready': True}, 0, None
+    reply, seq = {'ready': True}, 0
+    sock = zmq.Context.instance().socket(zmq.PAIR)
+    sock.connect(address)
     while True:
-        text = json.dumps({'seq': seq, 'message': codec.encode_message(reply)})
-        if sock is None:
-            request = json.loads(builtins.input(text))
-        else:
-            sock.send_string(text)
-            request = json.loads(sock.recv())
-        if request.get('op') == 'ping':
-            continue
-        if request.get('op') == 'socket':
-            sock = zmq.Context.instance().socket(zmq.PAIR)
-            sock.connect(request['address'])
-            continue
+        sock.send_string(json.dumps({'seq': seq, 'message': codec.encode_message(reply)}))
+        request = json.loads(sock.recv())
         if request.get('op') == 'end':
             sock.close(linger=0)
             return
@@ -165,6 +157,30 @@ rec.serve = serve
     (out,) = run(kernel, forge, TEST)
     kernel[1].execute_interactive("import importlib; importlib.reload(rec)", timeout=60, output_hook=lambda m: None)
     assert out["output_type"] == "error" and "[relu] case 'strided'" in out["evalue"], out
+
+
+def test_a_serving_loop_that_never_connects_times_out_and_lets_the_next_cell_run(kernel):
+    """The notebook replaces the serving loop with one that never connects to the worker's socket:
+    the test cell ends at its time limit, and ending it does not wait on the socket (a send to a
+    pair socket with no peer blocks for good: the worker then held the notebook until its 300 s
+    limit), so the next test cell runs, and passes."""
+    import threading
+
+    km, kc = kernel
+    run(kernel, "import numpy as np\nimport autograder.inside.recording as rec\n"
+                "def relu(x):\n    return np.maximum(x, 0)", "")
+    kc.execute_interactive("import time\nrec.serve = lambda *args: [time.sleep(0.05) for _ in range(600)]",
+                           timeout=60, output_hook=lambda m: None)
+    remote = verdicts.Remote(kc, 2, kc.get_connection_info())
+    with pytest.raises(verdicts.TestTimeout):
+        verdicts.run_test_cell(remote, TEST, {})
+    km.interrupt_kernel()
+    ended = threading.Thread(target=remote.end, daemon=True)
+    ended.start()
+    ended.join(15)  # end() waits up to 10 s for the interrupted cell's reply
+    assert not ended.is_alive(), "ending the timed-out test cell waited on the socket"
+    kc.execute_interactive("import importlib; importlib.reload(rec)", timeout=60, output_hook=lambda m: None)
+    assert verdicts.run_test_cell(verdicts.Remote(kc, 60, kc.get_connection_info()), TEST, {}) == []
 
 
 def test_hidden_draws_are_the_students_own(kernel):

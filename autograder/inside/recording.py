@@ -8,13 +8,10 @@ student's code returned (plain data by value, anything else as a handle), what i
 warnings it emitted, whether it called into torch or the reference package, and every array
 buffer that changed (an input written in place). It decides nothing: the grader compares.
 
-:func:`serve` runs as the only code of a test cell's execution, and talks over the kernel's
-stdin channel: each ``input(reply)`` sends the answer to the last request (with that request's
-number) and receives the next one, a few milliseconds a round. The kernel's stdin socket drops a
-message to a client whose connection it has not seen yet: the grader then asks again (``ping``),
-and the same answer is sent again. After the first exchange the grader names a socket of its own
-(a ZeroMQ pair beside the kernel's sockets), and the rest goes over it: a round trip there costs
-a fraction of one through stdin, which ipykernel signs, flushes and polls. When the student's code calls something the grader handed it
+:func:`serve` runs as the only code of a test cell's execution, and talks over a socket that the
+grader names in that code (a ZeroMQ pair beside the kernel's own sockets, one per test cell): each
+answer to the last request (with that request's number) goes out, and the next request comes
+back, a fraction of a millisecond a round. When the student's code calls something the grader handed it
 (a :class:`Callback`: the function of a finite-difference exercise, the parameters of an
 optimiser), the kernel asks the grader in turn, and answers the grader's own requests until the
 callback's value comes back. A notebook can replace this module or ``input``: it then
@@ -43,7 +40,7 @@ _read = {}  # (callback number, attribute): its value, read since the kernel's l
 _codec = None
 _seq = 0  # the number of the grader's last message: every message the kernel sends carries it
 _ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
-_socket = None  # the test cell's own channel to the grader, once it has named one
+_socket = None  # the test cell's own channel to the grader, while it serves
 _HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _IPYTHON_NAME = re.compile(r"_+|_i+|_i?\d+|_[ido]h|__\w*__")  # IPython's history and the module's dunders
 
@@ -327,8 +324,8 @@ def _reply(request):
 
 
 def _send(reply):
-    """Send ``reply`` (an answer, or a callback's request); the grader's next message. Over stdin,
-    a ``ping`` asks for the same text again. Each message says which Callbacks died since the last."""
+    """Send ``reply`` (an answer, or a callback's request); the grader's next message. Each message
+    says which Callbacks died since the last."""
     global _dropped
     if _ended:
         raise _End()
@@ -339,41 +336,32 @@ def _send(reply):
     except Exception as exc:  # a value that cannot be sent: say so instead
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(
             {"error": f"the answer could not be sent: {exc}"}), "dropped": dropped})
-    if _socket is not None:
-        _socket.send_string(text)
-        while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
-            pass
-        request = json.loads(_socket.recv())
-    else:
-        request = json.loads(builtins.input(text))
-        while request.get("op") == "ping":
-            request = json.loads(builtins.input(text))
+    _socket.send_string(text)
+    while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
+        pass
+    request = json.loads(_socket.recv())
     _objects.let_go(request.get("dropped"))  # the proxies the grader let go of: it never sends those handles again
     return request
 
 
-def serve():
-    """Answer the grader's requests until it says ``end``: the first exchange over stdin, then over
-    the socket that the grader names."""
+def serve(address):
+    """Answer the grader's requests, over the socket at ``address``, until it says ``end``."""
     global _codec, _seq, _ended, _socket
+    import zmq
+
     if _codec is None:
         _codec = Codec("k", _ref, _resolve, make_function=_function)
     _seq, _ended = 0, False
+    _socket = zmq.Context.instance().socket(zmq.PAIR)
+    _socket.setsockopt(zmq.LINGER, 0)
     try:
+        _socket.connect(str(address))
         request = _send({"ready": True})
-        if request.get("op") == "socket":
-            import zmq
-
-            _socket = zmq.Context.instance().socket(zmq.PAIR)
-            _socket.setsockopt(zmq.LINGER, 0)
-            _socket.connect(str(request.get("address")))
-            request = _send({"ready": True})
         while request.get("op") == "call":
             _seq = request.get("seq")
             request = _reply(request)
     except _End:
         pass
     finally:
-        if _socket is not None:
-            _socket.close()
-            _socket = None
+        _socket.close()
+        _socket = None

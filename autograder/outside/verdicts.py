@@ -40,8 +40,7 @@ from autograder.inside.wire import DTYPES, Codec, Lent, WireError, builtin_class
 from .grading import HIDDEN_START
 
 MAX_ANSWER_CHARS = 64 << 20
-SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve()"
-PING_SECONDS = 0.1  # the first exchange is often lost (a client stdin has not seen yet): ask again soon
+SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve({address})"
 END_LINGER_MS = 2000
 _ZMQ = zmq.Context.instance()
 
@@ -86,7 +85,7 @@ def student_exception(types, message, frames, kernel=None):
 
 
 class Remote:
-    """The grader's end of one kernel's stdin channel, for the test cells of one notebook."""
+    """The grader's end of the channel to one kernel, for the test cells of one notebook."""
 
     def __init__(self, client, deadline_seconds=60.0, connection=None, source_notebook=None):
         self.client = client
@@ -101,7 +100,7 @@ class Remote:
         self.msg_id = None
         self.deadline = None
         self.seq = 0
-        self.socket = None  # this test cell's own channel to the kernel
+        self.socket = None  # this test cell's own channel to the kernel, while it runs
         self.trees = {}  # each test cell's file name: (its syntax tree, its first hidden line), for the kernel's methods
         self.sockets = 0
         self.found = None  # the checks' list of calls into torch, while run_student runs
@@ -113,13 +112,15 @@ class Remote:
 
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
-        """Start the kernel's serving loop for one test cell, over stdin, and move it to a socket of
-        its own: the grader binds it (beside the kernel's own sockets), the kernel connects."""
+        """Open this test cell's channel to the kernel and start the kernel's serving loop on it.
+
+        The grader binds a ZeroMQ pair socket of its own (beside the kernel's sockets) and names it
+        in the code it runs; the kernel connects and says it is ready. Nothing goes through the
+        kernel's stdin channel: ipykernel throws away what waits there each time it asks for input,
+        and a handshake over it lost a message under load, leaving both sides waiting."""
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
-        self.msg_id = self.client.execute(SERVE, silent=True, store_history=False, allow_stdin=True)
-        self._answer(ping=True)
         self.socket = _ZMQ.socket(zmq.PAIR)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_ANSWER_CHARS)
@@ -135,43 +136,29 @@ class Remote:
             else:
                 address = f"tcp://127.0.0.1:{self.socket.bind_to_random_port('tcp://127.0.0.1')}"
         except zmq.ZMQError as exc:  # the kernel's folder holds something else at that name
+            self.socket.close()
+            self.socket = None
             raise KernelGone(f"the checks could not open their channel to the kernel ({exc})") from None
-        self.client.input(json.dumps({"op": "socket", "address": address}))
+        self.msg_id = self.client.execute(SERVE.format(address=json.dumps(address)), silent=True,
+                                          store_history=False, allow_stdin=False)
         return self._answer()
 
-    def _receive(self, seconds):
-        """The kernel's next message, or None after ``seconds``."""
-        if self.socket is not None:
-            return self.socket.recv() if self.socket.poll(int(seconds * 1000) + 1) else None
-        try:
-            msg = self.client.get_stdin_msg(timeout=seconds)
-        except queue.Empty:
-            return None
-        if msg["parent_header"].get("msg_id") != self.msg_id or msg["msg_type"] != "input_request":
-            return ""
-        return msg["content"].get("prompt", "")
-
-    def _answer(self, ping=False):
-        """The kernel's answer to request ``self.seq``. With ``ping``, ask again each second until it
-        comes: the kernel's stdin socket drops what it sends before it has seen this client."""
-        asked = time.monotonic()
+    def _answer(self):
+        """The kernel's answer to request ``self.seq``."""
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise TestTimeout("the test ran past its time limit")
-            text = self._receive(min(left, 0.05))
-            if text is None:
+            if not self.socket.poll(int(min(left, 0.05) * 1000) + 1):
                 if self._ended():
                     raise KernelGone("the kernel stopped answering the checks")
-                if ping and time.monotonic() - asked > PING_SECONDS:
-                    self.client.input(json.dumps({"op": "ping"}))
-                    asked = time.monotonic()
                 continue
+            text = self.socket.recv()
             if len(text) > MAX_ANSWER_CHARS:
                 raise WireError("the student's code returned more data than the checks accept")
-            answer = json.loads(text) if text else None
+            answer = json.loads(text)
             if not isinstance(answer, dict) or answer.get("seq") != self.seq:
-                continue  # an answer sent again after a ping, already read
+                continue  # not an answer to this request
             self.callbacks.let_go(answer.get("dropped"))  # the Callbacks that the kernel let go of
             return self.codec.decode_message(answer.get("message"))
 
@@ -189,12 +176,14 @@ class Remote:
         return reply["parent_header"].get("msg_id") == self.msg_id
 
     def _post(self, fields):
+        """Send one message to the kernel. It never waits: a pair socket holds a message only while
+        the kernel's end is connected, and a kernel that left its serving loop (interrupted, or its
+        notebook's code ended it) will never read one."""
         dropped, self.dropped = self.dropped, []
-        text = json.dumps(dict(fields, dropped=dropped))
-        if self.socket is not None:
-            self.socket.send_string(text)
-        else:
-            self.client.input(text)
+        try:
+            self.socket.send_string(json.dumps(dict(fields, dropped=dropped)), zmq.NOBLOCK)
+        except zmq.Again:
+            raise KernelGone("the kernel stopped answering the checks") from None
 
     def _send(self, fields, payload):
         message = self.codec.encode_message(payload)
@@ -247,13 +236,15 @@ class Remote:
         """Stop the serving loop and wait for the cell's reply (its stream output is discarded)."""
         if self.msg_id is None:
             return
-        self._post({"op": "end"})
+        try:
+            self._post({"op": "end"})
+        except KernelGone:
+            pass  # the serving loop has already ended
         self.codec.release()
-        if self.socket is not None:
-            # linger until the end is delivered: closed at once, a socket drops what it has not sent
-            # yet, and a kernel that never reads its end serves on until the next cell's time limit
-            self.socket.close(linger=END_LINGER_MS)
-            self.socket = None
+        # linger until the end is delivered: closed at once, a socket drops what it has not sent
+        # yet, and a kernel that never reads its end serves on until the next cell's time limit
+        self.socket.close(linger=END_LINGER_MS)
+        self.socket = None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
