@@ -64,3 +64,27 @@ def test_a_learners_progress_run_uses_it_too(monkeypatch, tmp_path):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
     progress.run_unit(path)
     assert made and made[0].widget_registry["@jupyter-widgets/output"]["OutputModel"] is OutputWidget
+
+
+def test_nbgraders_metadata_schema_is_checked_once_here_and_still_refuses_bad_metadata():
+    """The worker's nbgrader validates cell metadata without checking its schema file at every cell
+    (autograder/outside/execute.py): the file is checked here, and bad metadata still fails."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+    import pytest
+    from nbgrader.nbgraderformat import MetadataValidator, ValidationError
+    from nbgrader.nbgraderformat import common
+
+    schema = json.loads((Path(common.__file__).parent / "v3.json").read_text())
+    jsonschema.validators.validator_for(schema).check_schema(schema)
+    assert common.jsonschema.validate.__module__ == "autograder.outside.execute"
+    good = nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {
+        "grade": True, "grade_id": "test_x", "locked": True, "points": 2, "schema_version": 3, "solution": False,
+        "task": False}})
+    MetadataValidator().validate_cell(good)
+    for key, value in (("points", "two"), ("grade_id", 7), ("locked", "yes")):
+        bad = nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": dict(good.metadata.nbgrader, **{key: value})})
+        with pytest.raises(ValidationError):
+            MetadataValidator().validate_cell(bad)

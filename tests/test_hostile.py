@@ -737,12 +737,6 @@ VERDICT_ATTACKS = ("import-hook", "sealed-dict", "settrace", "input-transformer"
 READS_HIDDEN = "print(In)\nimport linecache\nprint(list(linecache.cache))"
 
 
-def _reads_hidden():
-    nb = grading.reference_submission(AID)
-    nb.cells.append(nbformat.v4.new_code_cell(READS_HIDDEN))
-    return nb
-
-
 @pytest.fixture(scope="module")
 def trusted_batch():
     """The attacks that changed verdicts inside the kernel, each followed by a well-behaved student
@@ -756,7 +750,8 @@ def trusted_batch():
         for n, student in enumerate(VERDICT_ATTACKS + ("torch-delegation",)):
             grading.submit(course, AID, f"m{n}-{student}", SUBMISSIONS[student](course))
             grading.submit(course, AID, f"m{n}-victim", grading.reference_submission(AID))  # graded right after
-        grading.submit(course, AID, "reads-hidden", _reads_hidden())
+        grading.submit(course, AID, "reads-hidden", _with_last_cell(READS_HIDDEN))
+        grading.submit(course, AID, "figures", _with_last_cell(FIGURES))
         # a test cell that runs in the worker makes a request per call into the kernel: the default
         # cell limit, not the short one of the runaway-code batch
         options = dict(OPTIONS, cell_timeout=grader.Options.cell_timeout, in_kernel=False)
@@ -764,6 +759,8 @@ def trusted_batch():
 
 
 TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, graded once, on one xdist worker
+# what a last cell sees of the figure cell's work: matplotlib's backend, and the figures built
+FIGURES = "import matplotlib, matplotlib.pyplot as plt\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
 
 
 @TRUSTED
@@ -783,6 +780,13 @@ def test_torch_is_not_there_to_delegate_to(trusted_batch):
     assert set(SOFTMAX_LOST) <= set(trusted_batch.lost(f"m{n}-torch-delegation"))
     assert "torch" in trusted_batch.outputs(f"m{n}-torch-delegation", "test_softmax")
     assert trusted_batch.lost(f"m{n}-victim") == []
+
+
+@TRUSTED
+def test_graded_kernels_build_the_figure_but_draw_nothing(trusted_batch):
+    """No one sees a graded notebook's figures: the figure cell runs, its show() draws no PNG."""
+    assert "FIGURES: template 1" in trusted_batch.outputs("figures", None)
+    assert trusted_batch.lost("figures") == []
 
 
 @TRUSTED

@@ -272,12 +272,13 @@ def _call(request, kept):
     depth = [0, 0]  # current, deepest: how far the student's Python calls nest
     inner = (checks._delegation_hook(found, _OWN_CODE) if request.get("numpy_only")
              and request.get("builtin") not in _MACHINERY else None)
-    hook = checks.depth_hook(depth, inner)
+    # a profile hook runs at every call the student's code makes: the depth counter only when asked
+    hook = checks.depth_hook(depth, inner) if request.get("depth") else inner
     previous = sys.getprofile()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if inner is not None or request.get("depth"):
+            if hook is not None:
                 sys.setprofile(hook)
             try:
                 result = fn(*args, **kwargs)
