@@ -15,6 +15,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -578,6 +579,14 @@ def test_killing_every_process_it_may_signal_spares_the_zygote(sequence):
     for student in ("c-kill-all", "d-reference"):
         assert sequence.records[student].status == "graded", sequence.records[student].reason
     assert sequence.lost("d-reference") == []
+
+
+def test_grading_kernels_have_no_debugger():
+    """ipykernel makes a debugger only when debugpy imports. The zygote blocks that import before
+    it forks: no grading kernel is debugged, and the import was most of a kernel's start."""
+    code = ("from autograder.inside import zygote; zygote.preload(numpy_only=True); "
+            "from ipykernel import debugger; assert not debugger._is_debugpy_available")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 # --- broken notebooks ---------------------------------------------------------------------------
