@@ -1,5 +1,7 @@
 """The environment files agree, and the repo's commands are wired as the README says."""
 import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -69,3 +71,11 @@ def test_xdist_groups_reach_one_worker(request):
     if not request.config.getoption("loadgroup", default=False):
         pytest.skip("not run with --dist loadgroup")
     assert request.node.nodeid.endswith("@grouping"), request.node.nodeid
+
+
+def test_a_grading_worker_reads_notebooks_without_compiling_the_iri_grammars():
+    """jsonschema's "iri" checker (rfc3987_syntax) compiles lark grammars at import, 1.5 CPU-seconds
+    that each grading worker and each `autograder` command paid before reading its first notebook."""
+    code = ("import sys, autograder.outside.worker, nbformat, jsonschema; "
+            "assert 'lark' not in sys.modules and 'iri' not in jsonschema.FormatChecker.checkers")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
