@@ -8,6 +8,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 from nbclient import NotebookClient
 
+from autograder.inside import output_widget
 from autograder.outside import build, release, solutions, template
 from autograder.outside.course import ROOT, authored
 
@@ -57,8 +58,9 @@ def blank_run(request, tmp_path_factory):
     """A unit's release notebook, unwritten, run top to bottom in a real kernel as Run All runs it."""
     a = next(u for u in UNITS if u.id == request.param)
     nb = nbformat.read(a.release_path(), as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path_factory.mktemp("blank"))}}).execute()
+    # nbclient's own Output-widget mimic can leave a cell's reply unread until its time limit
+    output_widget.install(NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                                         resources={"metadata": {"path": str(tmp_path_factory.mktemp("blank"))}})).execute()
     return nb
 
 
