@@ -218,7 +218,7 @@ def test_a_function_of_the_test_runs_in_the_grader_when_the_students_code_calls_
 
 
 def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
-    """A lambda or a def that only returns, from the visible part, reading numpy, arrays and the student's
+    """A lambda or a def, from the visible part, reading numpy, arrays and the student's
     objects, is compiled in the kernel: the student's calls of it cost no round trip. One that keeps a
     record, or that a hidden part wrote (its text must not enter the kernel), stays in the grader."""
     km, kc = kernel
@@ -242,6 +242,33 @@ def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
     assert verdicts.run_test_cell(remote, test, {}) == []
     kept = sorted({f.__code__.co_firstlineno for f in handed if isinstance(f, types.FunctionType)})
     assert kept == [8, 10, 12], kept  # the lambda that appends to seen, the one with a default, the hidden one
+
+
+def test_a_visible_function_that_the_checks_run_as_the_students_code_is_one_request(kernel):
+    """``checks.run_student`` on a test's function that drives the student's objects (1.8's chain of
+    Adds) runs it in the kernel, in one request; one written in a hidden part runs here, a request
+    per operation. The student's errors inside it read as the student's own."""
+    km, kc = kernel
+    kc.execute_interactive("class T:\n    def __init__(self, v):\n        self.v = v\n"
+                           "    def __add__(self, other):\n        return T(self.v + other.v)\n"
+                           "def broken(v):\n    raise ValueError('no')\n", timeout=60, output_hook=lambda m: None)
+    test = ("from autograder.inside import checks\n"
+            "def chain(n):\n    x = T(1)\n    y = x\n    for _ in range(n):\n        y = y + x\n    return y.v\n"
+            "def fails(v):\n    total = 0\n    return broken(v) + total\n"
+            "start = REMOTE.seq\n"
+            "assert checks.run_student('chain', chain, 300) == 301\n"
+            "COUNTS.append(REMOTE.seq - start)\n"
+            "try:\n    checks.run_student('chain', fails, 1)\nexcept checks.CheckFailure as failure:\n"
+            "    COUNTS.append(str(failure))\n"
+            "### BEGIN HIDDEN TESTS\n"
+            "def hidden_chain(n):\n    x = T(1)\n    y = x\n    for _ in range(n):\n        y = y + x\n    return y.v\n"
+            "start = REMOTE.seq\n"
+            "assert checks.run_student('chain', hidden_chain, 300) == 301\n"
+            "COUNTS.append(REMOTE.seq - start)\n"
+            "### END HIDDEN TESTS\n")
+    remote, counts = verdicts.Remote(kc, 60, kc.get_connection_info()), []
+    assert verdicts.run_test_cell(remote, test, {"REMOTE": remote, "COUNTS": counts}) == []
+    assert counts[0] == 1 and counts[1] == "[chain] your code raised ValueError: no" and counts[2] > 300, counts
 
 
 def test_with_blocks_exceptions_and_array_identity_reach_the_students_objects(kernel):

@@ -181,9 +181,10 @@ def _subclass(name, bases, methods, free, attributes):
 
 
 def _function(kind, source, values, numpy_names):
-    """A test's function that the grader sent as text (the wire's *function*: a lambda, or a ``def``
-    that only returns, from the visible part of a test cell), compiled here with the values it reads,
-    so that the student's code calls it without a round trip. Its frames are the checks', not the student's."""
+    """A test's function that the grader sent as text (the wire's *function*: a lambda or a ``def``
+    from the visible part of a test cell), compiled here with the values it reads, so that the
+    student's code calls it (or the checks run it) without a round trip per call. Its frames are
+    the checks', not the student's."""
     scope = {"__builtins__": builtins, **{str(k): np for k in numpy_names}, **values}
     text = f"__function__ = ({source})" if kind == "lambda" else str(source)
     exec(compile(text, "<autograder: a test's function>", "exec"), scope)

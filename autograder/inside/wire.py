@@ -5,9 +5,9 @@ lists, dicts, NumPy scalars and NumPy arrays of a numeric or boolean dtype. Anyt
 where it lives and travels as a number that the other side turns into a proxy: a *handle* names an
 object of the student's kernel, a *callback* an object of the grader's (a function that a test
 hands to the student's code, such as the ``f`` of a finite-difference exercise). One kind goes
-from the grader to the kernel only: a *function*, the text of a test's own small function (a
-lambda, or a ``def`` that only returns) from the visible part of a test cell, with the values it
-reads, which the kernel compiles and runs itself instead of asking the grader at each call.
+from the grader to the kernel only: a *function*, the text of a test's own function (a lambda or
+a ``def``) from the visible part of a test cell, with the values it reads, which the kernel
+compiles and runs itself instead of asking the grader at each call.
 
 **Arrays keep their layout and their aliasing.** An array travels as its *owner* (the
 contiguous buffer at the bottom of its ``.base`` chain), sent once per message however many
