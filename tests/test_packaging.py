@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-import conftest
 import environments
+import scheduling
 from environments import check_pins, environment_requirements, pyproject_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,10 +75,10 @@ def test_xdist_groups_reach_one_worker(request):
 
 
 def test_every_xdist_group_has_its_place_in_the_longest_first_order(request):
-    """A group missing from conftest.LONGEST_FIRST starts after every listed one, however long it is."""
-    groups = {conftest.xdist_group(item) for item in request.session.items} - {None}
-    assert groups <= set(conftest.LONGEST_FIRST), sorted(groups - set(conftest.LONGEST_FIRST))
-    assert len(set(conftest.LONGEST_FIRST)) == len(conftest.LONGEST_FIRST)
+    """A group missing from scheduling.LONGEST_FIRST starts after every listed one, however long it is."""
+    groups = {scheduling.xdist_group(item) for item in request.session.items} - {None}
+    assert groups <= set(scheduling.LONGEST_FIRST), sorted(groups - set(scheduling.LONGEST_FIRST))
+    assert len(set(scheduling.LONGEST_FIRST)) == len(scheduling.LONGEST_FIRST)
 
 
 def test_a_grading_worker_reads_notebooks_without_compiling_the_iri_grammars():
