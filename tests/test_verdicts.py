@@ -543,3 +543,72 @@ def test_a_write_after_the_last_callback_reaches_the_grader(kernel):
             "assert probe(f, x) == 0.0 and len(calls) == 3 and x.tolist() == [0.0, 1.0, 2.0], x\n"
             "assert [c.tolist() for c in calls] == [[1, 1, 2], [0, 2, 2], [0, 1, 3]], calls\n")
     assert run_cells(kernel, student, test) == [[]]
+
+
+KEPT_STUDENT = """import numpy as np
+def reads(engine, n):
+    t, seen = engine.Tensor(np.arange(3.0)), []
+    for _ in range(n):
+        out = engine.Double.apply(t)
+        seen.append((float(t.data.sum()), float(out.data.sum()), t.grad is None))
+    return seen
+def after_writes(engine):
+    t = engine.Tensor(np.arange(3.0))
+    a = float(t.data.sum())
+    engine.Rebind.apply(t)
+    b = float(t.data.sum())
+    engine.Scale.apply(t)
+    c = float(t.data.sum())
+    engine.SetGrad.apply(t)
+    g = t.grad.tolist()
+    t.grad = None
+    t.data[0] = 100.0
+    return a, b, c, g, t.grad, engine.Peek.apply(t)
+def many(engine, n):
+    ts = [engine.Tensor(np.full(2, float(i))) for i in range(n)]
+    first = [float(t.data[0]) for t in ts]
+    engine.Bump.apply(ts)
+    return first, [float(t.data[0]) for t in ts]
+"""
+KEPT_TEST = """import types
+class Tensor:
+    lends = frozenset({"data", "grad"})
+    def __init__(self, data):
+        self.data, self.grad = np.asarray(data, dtype=float), None
+def op(fn):
+    return type(fn.__name__, (), {"lends": frozenset({"apply"}), "apply": classmethod(lambda cls, t: fn(t))})
+def rebind(t):
+    t.data = t.data + 10.0
+def scale(t):
+    t.data *= 2.0
+def set_grad(t):
+    t.grad = np.ones(3)
+def peek(t):
+    return (float(t.data[0]), t.grad)
+def bump(ts):
+    for t in ts:
+        t.data = t.data + 1.0
+engine = types.SimpleNamespace(Tensor=Tensor, Double=op(lambda t: Tensor(2 * t.data)), Rebind=op(rebind),
+                               Scale=op(scale), SetGrad=op(set_grad), Peek=op(peek), Bump=op(bump))
+assert reads(engine, 50) == [(3.0, 6.0, True)] * 50
+assert after_writes(engine) == (3.0, 33.0, 66.0, [1.0, 1.0, 1.0], None, (100.0, None))
+first, second = many(engine, 100)
+assert second == [v + 1.0 for v in first] == [i + 1.0 for i in range(100)], second
+"""
+
+
+def test_what_the_kernel_keeps_of_the_tests_objects_follows_their_changes(kernel):
+    """1.8's property tests read each tensor's ``data`` and ``grad`` and call ``Op.apply`` thousands
+    of times: the kernel keeps what it read of the tests' objects, and the grader's messages carry
+    the new values of what its code changed, so only the first reads are callbacks. What either
+    side writes reaches the other: a rebinding, a write into an array in place, past what the
+    grader follows (100 tensors)."""
+    km, kc = kernel
+    assert kc.execute_interactive(KEPT_STUDENT, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
+    remote, asked = verdicts.Remote(kc, 60, kc.get_connection_info()), []
+    run_callback = remote._run_callback
+    remote._run_callback = lambda ask: (asked.append(ask.get("builtin")), run_callback(ask))[1]
+    assert verdicts.run_test_cell(remote, KEPT_TEST.split("assert after_writes")[0], {}) == []
+    # the Tensor, Double.apply once, t.data, out.data, t.grad once each: later outs come with their data and grad
+    assert asked.count("call") == 51 and asked.count("getattr") <= 4, asked
+    assert verdicts.run_test_cell(remote, KEPT_TEST, {}) == []

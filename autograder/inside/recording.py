@@ -37,6 +37,9 @@ _objects = Lent()  # handle: the student's object, kept alive until the grader s
 _callbacks = weakref.WeakValueDictionary()  # number: the live Callback that stands for the grader's object
 _dropped = []  # the numbers of the Callbacks gone since the last message: the grader may let their objects go
 _read = {}  # (callback number, attribute): its value, read since the kernel's last message to the grader
+# callback number: {attribute: value} that the grader said it keeps in step: it names each one
+# that changes (or that it stops following) in a later message, and until then a read costs no round trip
+_kept = {}
 _codec = None
 _seq = 0  # the number of the grader's last message: every message the kernel sends carries it
 _ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
@@ -74,10 +77,14 @@ class Callback:
                 request = _reply(request)
             _seq = request.get("seq")
             if request.get("op") == "return":
-                return _codec.decode_message(request.get("message"))
+                value = _payload(request)
+                if builtin == "getattr" and request.get("keep") is True:
+                    _kept.setdefault(self._number, {})[args[0]] = value
+                return value
             if request.get("op") != "raise":
                 _ended = True
                 raise _End()
+            _payload(request)
             error = builtin_class(request.get("types") or [], Exception, Exception)(str(request.get("text", "")))
         finally:
             sys.setprofile(previous)
@@ -96,15 +103,32 @@ class Callback:
         return self._ask("len")
 
     def __getattr__(self, name):
+        kept = _kept.get(self._number)
+        if kept is not None and name in kept:  # (1.8's `Add.apply`, `t.data`: asked once a tensor)
+            return kept[name]
         # the grader's objects change only while it answers the kernel: a value read since the
-        # kernel's last message to it is still the value (1.8's `out.data`, read three times a check)
+        # kernel's last message to it is still the value (a property, such as `t.shape`)
         key = (self._number, name)
         if key not in _read:
             _read[key] = self._ask("getattr", name)
         return _read[key]
 
     def __setattr__(self, name, value):
+        _kept.get(self._number, {}).pop(name, None)
         self._ask("setattr", name, value)
+
+
+def _payload(request):
+    """The value that the grader's message carries. With it may come the new values of attributes
+    of the grader's objects, which the kernel keeps: ``(value, [[object, name, value], ...])``."""
+    message = _codec.decode_message(request.get("message"))
+    if request.get("refresh") is not True:
+        return message
+    value, fresh = message if type(message) is tuple and len(message) == 2 else (None, ())
+    for item in fresh if type(fresh) is list else ():
+        if type(item) is list and len(item) == 3 and type(item[0]) is Callback and type(item[1]) is str:
+            _kept.setdefault(item[0]._number, {})[item[1]] = item[2]
+    return value
 
 
 def _ref(obj):
@@ -265,7 +289,7 @@ def _frames(tb):
 
 
 def _call(request, kept):
-    call = _codec.decode_message(request["message"])
+    call = _payload(request)
     kept.append(call)
     fn = BUILTINS[request["builtin"]] if "builtin" in request else call["fn"]
     args, kwargs = call["args"], call["kwargs"]
@@ -333,6 +357,8 @@ def _send(reply):
         raise _End()
     _read.clear()  # the grader may run code now, which can change what was read of its objects
     dropped, _dropped = _dropped, []
+    for number in dropped:
+        _kept.pop(number, None)
     try:
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(reply), "dropped": dropped}, allow_nan=False)
     except Exception as exc:  # a value that cannot be sent: say so instead
@@ -343,6 +369,9 @@ def _send(reply):
         pass
     request = json.loads(_socket.recv())
     _objects.let_go(request.get("dropped"))  # the proxies the grader let go of: it never sends those handles again
+    for item in request.get("stale") or ():  # what the grader's code changed of what it said it keeps in step
+        if type(item) is list and len(item) == 2 and type(item[0]) is int:
+            _kept.get(item[0], {}).pop(item[1], None)
     return request
 
 
@@ -354,6 +383,7 @@ def serve(address):
     if _codec is None:
         _codec = Codec("k", _ref, _resolve, make_function=_function)
     _seq, _ended = 0, False
+    _kept.clear()  # (the grader starts each test cell keeping nothing)
     _socket = zmq.Context.instance().socket(zmq.PAIR)
     _socket.setsockopt(zmq.LINGER, 0)
     try:

@@ -42,7 +42,18 @@ from .grading import HIDDEN_START
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve({address})"
 END_LINGER_MS = 2000
+KEPT_READS = 64  # the reads of the tests' objects that the kernel keeps between messages, at most
+_ABSENT = object()
 _ZMQ = zmq.Context.instance()
+
+
+def _class_attribute(cls, name):
+    """What the class ``cls`` binds ``name`` to, where Python's lookup finds it (its MRO), without
+    running code; ``_ABSENT`` when no class there binds it, or ``cls`` is no class."""
+    for c in cls.__mro__ if isinstance(cls, type) else ():
+        if name in c.__dict__:
+            return c.__dict__[name]
+    return _ABSENT
 
 
 class KernelGone(BaseException):
@@ -108,6 +119,11 @@ class Remote:
         self.caught = None  # the checks' list of the student's warnings, while run_student runs
         self.deepest = None  # [the deepest nesting of the student's calls], while run_shallow runs
         self.methods = set()  # (class handle, name): a method of the class, called in one request
+        # (callback number, attribute): (the dict it is read from, or None for a class's, and the
+        # object bound there) for what the kernel keeps of the tests' objects; oldest first
+        self.kept = {}
+        self.unkept = []  # what the kernel keeps that the next message tells it to forget
+        self.read_names = {}  # the tests' class: the attributes of its objects that the kernel kept
         self.statics = {}  # (class handle, name): a function of the class, for this test cell
 
     # --- the channel ------------------------------------------------------------------------------
@@ -121,6 +137,7 @@ class Remote:
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
+        self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
         self.socket = _ZMQ.socket(zmq.PAIR)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_ANSWER_CHARS)
@@ -160,6 +177,9 @@ class Remote:
             if not isinstance(answer, dict) or answer.get("seq") != self.seq:
                 continue  # not an answer to this request
             self.callbacks.let_go(answer.get("dropped"))  # the Callbacks that the kernel let go of
+            if self.kept and answer.get("dropped"):  # (and what it kept of them)
+                gone = {n for n in answer["dropped"] if type(n) is int} if isinstance(answer["dropped"], list) else ()
+                self.kept = {key: v for key, v in self.kept.items() if key[0] not in gone}
             return self.codec.decode_message(answer.get("message"))
 
     def _lost(self, handle, ref):
@@ -185,7 +205,14 @@ class Remote:
         except zmq.Again:
             raise KernelGone("the kernel stopped answering the checks") from None
 
-    def _send(self, fields, payload):
+    def _send(self, fields, payload, fresh=()):
+        """Send a message, and wait for the kernel's next. It tells the kernel what changed of what it
+        keeps of the tests' objects (:meth:`_keep`): ``fresh``, and what this side's code changed."""
+        if self.kept or self.unkept or fresh:
+            stale, fresh = self._changes(list(fresh))
+            fields = dict(fields, stale=stale) if stale else fields
+            if fresh:
+                fields, payload = dict(fields, refresh=True), (payload, fresh)
         message = self.codec.encode_message(payload)
         self.seq += 1
         self._post(dict(fields, seq=self.seq, message=message))
@@ -215,7 +242,80 @@ class Remote:
         except Exception as exc:
             return self._send({"op": "raise", "types": [t.__name__ for t in type(exc).__mro__],
                                "text": self._error_text(obj, exc)}, None)
-        return self._send({"op": "return"}, value)
+        if ask.get("builtin") == "getattr":
+            keep = self._keep(ask["callback"], obj, args[0], value)
+            return self._send({"op": "return", "keep": True} if keep else {"op": "return"}, value)
+        return self._send({"op": "return"}, value, self._prefetch(value))
+
+    # --- what the kernel keeps of the tests' objects ------------------------------------------------
+    def _keep(self, number, obj, name, value):
+        """Whether the kernel may keep ``obj.name`` (``value``) until a message says it changed (see
+        :meth:`_changes`): a function of a class (1.8's ``Add.apply``), or a value in an object's own
+        dict that stays what this side holds while the attribute is bound to it (an immutable value,
+        an array that the wire keeps in step, a tuple of those, a lent object). A property runs code
+        at each read: it is asked each time."""
+        if isinstance(obj, type):
+            static = _class_attribute(obj, name)
+            if not isinstance(static, (classmethod, staticmethod, types.FunctionType)):
+                return False
+            where = None
+        else:
+            where = getattr(obj, "__dict__", None)
+            if type(where) is not dict or where.get(name, _ABSENT) is not value or not self._stays(value) or (
+                    _class_attribute(type(obj), name) is not _ABSENT):
+                return False
+            static = value
+            self.read_names.setdefault(type(obj), set()).add(name)
+        self._follow(number, name, where, static)
+        return True
+
+    def _follow(self, number, name, where, static):
+        self.kept[(number, name)] = (where, static)
+        if len(self.kept) > KEPT_READS:  # what went stale is looked for at every message: keep it short
+            self.unkept.append(list(next(iter(self.kept))))
+            del self.kept[next(iter(self.kept))]
+
+    def _prefetch(self, value):
+        """For a lent object that a callback returns (1.8's ``Add.apply(a, b)``): the values of the
+        attributes that the kernel kept of its class's objects before (their ``data``, their ``grad``),
+        sent with it, as ``[object, name, value]``."""
+        names = self.read_names.get(type(value))  # (the tests' own classes only)
+        where = getattr(value, "__dict__", None) if names else None
+        if type(where) is not dict:
+            return ()
+        return [[value, name, where[name]] for name in sorted(names) if name in where and self._stays(where[name])]
+
+    def _stays(self, value):
+        if value is None or type(value) in (bool, int, float, str) or isinstance(value, (np.generic, np.dtype)):
+            return True
+        if type(value) is tuple:
+            return all(self._stays(v) for v in value)
+        if type(value) is np.ndarray:
+            return self.codec._owner(value) is not None  # a view of a buffer: its writes travel
+        if issubclass(type(value), (Proxy, Method)):  # the student's object: a write to it is not seen here
+            return False
+        cls = value if issubclass(type(value), type) else type(value)
+        return isinstance(getattr(cls, "lends", None), frozenset)  # the tests' object, lent by reference
+
+    def _changes(self, fresh):
+        """``(stale, fresh)`` for the next message: what the kernel should forget of what it keeps
+        (this side's code rebound the attribute to a value that does not stay, or this side stopped
+        following it), and the new values it should keep, ``fresh`` among them (a rebound
+        attribute's new value; a write into a kept array travels as the array's buffer does)."""
+        stale, self.unkept = self.unkept, []
+        for key, (where, static) in list(self.kept.items()):
+            now = where.get(key[1], _ABSENT) if where is not None else _class_attribute(self.callbacks.get(key[0]), key[1])
+            if now is static:
+                continue
+            del self.kept[key]
+            obj = self.callbacks.get(key[0])
+            if where is not None and obj is not None and now is not _ABSENT and self._stays(now):
+                fresh.append([obj, key[1], now])
+            else:
+                stale.append(list(key))
+        for obj, name, value in fresh:
+            self._follow(self.callbacks.number(obj), name, vars(obj), value)
+        return stale, fresh
 
     def _error_text(self, obj, exc):
         """What the student's code learns of an error of the tests' object: its message when the
