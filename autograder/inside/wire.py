@@ -36,6 +36,7 @@ import base64
 import builtins
 import functools
 import itertools
+import math
 import sys
 import types
 import warnings
@@ -344,6 +345,10 @@ class Codec:
             return x if -2 ** 53 < x < 2 ** 53 else {"int": str(x)}
         if type(x) is float:
             return {"float": repr(x)}
+        if type(x) in (tuple, list):
+            return {type(x).__name__: [self.encode(v) for v in x]}
+        if type(x) is dict:
+            return {"dict": [[self.encode(k), self.encode(v)] for k, v in x.items()]}
         if isinstance(x, np.ndarray) and _name(x.dtype) in DTYPES:
             enc = self._array(x)
             if enc is not None:
@@ -359,10 +364,6 @@ class Codec:
             return {"torch_dtype": _torch_dtype_name(x)}
         if isinstance(x, np.generic) and _name(x.dtype) in DTYPES:
             return {"scalar": _name(x.dtype), "data": base64.b64encode(x.tobytes()).decode("ascii")}
-        if type(x) in (tuple, list):
-            return {type(x).__name__: [self.encode(v) for v in x]}
-        if type(x) is dict:
-            return {"dict": [[self.encode(k), self.encode(v)] for k, v in x.items()]}
         if type(x) is slice:
             return {"slice": [self.encode(x.start), self.encode(x.stop), self.encode(x.step)]}
         if type(x) is types.SimpleNamespace and self.namespaces:  # a test's record of names, such as its `nn`
@@ -403,13 +404,13 @@ class Codec:
             raise WireError("bad array shape")
         data = base64.b64decode(enc.get("data", ""), validate=True)
         dtype = np.dtype(enc["dtype"])
-        if len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        if len(data) != math.prod(shape) * dtype.itemsize:
             raise WireError("array buffer of the wrong size")
-        fresh = np.ndarray(shape, dtype, buffer=bytearray(data))  # its own buffer: the bottom of every view
         known = self.owners.get(key)
         if known is not None and self.owners.by_id[key][1] == data:
             self.kept.append(known)
             return
+        fresh = np.ndarray(shape, dtype, buffer=bytearray(data))  # its own buffer: the bottom of every view
         if known is not None and known.dtype == dtype and known.shape == fresh.shape:
             if not known.flags.writeable:
                 known.flags.writeable = True  # an owner is ours: the view's flag says read-only
@@ -478,7 +479,7 @@ class Codec:
         if name not in TENSOR_DTYPES or not _layout_ok(shape, strides, offset) or offset < 0 or any(
                 s < 0 for s in strides) or type(x.get("requires_grad")) is not bool:
             raise WireError("bad tensor")
-        if int(np.prod(shape, dtype=np.float64)) > MAX_VIEW_ELEMENTS:
+        if math.prod(shape) > MAX_VIEW_ELEMENTS:
             raise WireError(f"a tensor of shape {tuple(shape)}: more elements than the checks compare")
         dtype = getattr(torch, name)
         cache = _tensor_key(key, x)
@@ -518,7 +519,7 @@ class Codec:
         if not _layout_ok(shape, strides, offset):
             raise WireError("bad array view")
         dtype = np.dtype(x["dtype"])
-        if int(np.prod(shape, dtype=np.float64)) > MAX_VIEW_ELEMENTS:
+        if math.prod(shape) > MAX_VIEW_ELEMENTS:
             raise WireError(f"an array of shape {tuple(shape)}: more elements than the checks compare")
         if not _extent_ok(offset, shape, strides, dtype.itemsize, owner.nbytes):  # (np.ndarray checks it too)
             raise WireError("an array view outside its buffer")
