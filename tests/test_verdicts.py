@@ -612,3 +612,27 @@ def test_what_the_kernel_keeps_of_the_tests_objects_follows_their_changes(kernel
     # the Tensor, Double.apply once, t.data, out.data, t.grad once each: later outs come with their data and grad
     assert asked.count("call") == 51 and asked.count("getattr") <= 4, asked
     assert verdicts.run_test_cell(remote, KEPT_TEST, {}) == []
+
+
+def test_the_backwards_of_an_engines_ops_are_one_request(kernel):
+    """1.5's find_the_bug test learns which op an engine breaks by running each op's forward and
+    backward beside the course's: the student's engine runs them all in one request."""
+    km, kc = kernel
+    student = ("import numpy as np, types\nclass Context:\n    pass\n"
+               "class Double:\n    @staticmethod\n    def forward(ctx, x):\n        ctx.x = x\n        return 2 * x\n"
+               "    @staticmethod\n    def backward(ctx, grad):\n        return 2 * grad\n"
+               "class Wrong(Double):\n    @staticmethod\n    def backward(ctx, grad):\n        return 3 * grad, None\n"
+               "engine = types.SimpleNamespace(Double=Double, Triple=Wrong, Again=Double)\n")
+    assert kc.execute_interactive(student, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
+    test = ("import types\nfrom autograder.inside import checks\n"
+            "class Ref:\n    @staticmethod\n    def forward(ctx, x):\n        return 2 * x\n"
+            "    @staticmethod\n    def backward(ctx, grad):\n        return 2 * grad\n"
+            "probes = {name: (checks.randn(i, 2, 3),) for i, name in enumerate(['Double', 'Triple', 'Again'])}\n"
+            "broken = checks.differing_backwards(engine, dict.fromkeys(probes, Ref), probes, Context,\n"
+            "                                    reference_context=types.SimpleNamespace)\n"
+            "assert broken == ['Triple'], broken\n")
+    remote, requests = verdicts.Remote(kc, 60, kc.get_connection_info()), []
+    request = remote.request
+    remote.request = lambda payload, **fields: (requests.append(fields.get("builtin")), request(payload, **fields))[1]
+    assert verdicts.run_test_cell(remote, test, {}) == []
+    assert requests.count("engine_backwards") == 1 and len(requests) <= 2, requests  # (and the notebook's names)

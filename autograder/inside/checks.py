@@ -1122,6 +1122,18 @@ def _build_graph(fn, leaves, inputs):
     return nodes
 
 
+def _engine_backwards(engine, Context, runs):
+    """The backward's outputs of each ``[name, args, grad]`` op of ``engine``, each after its
+    forward on a fresh ``Context()``."""
+    out = []
+    for name, args, grad in runs:
+        ctx, op = Context(), getattr(engine, name)
+        op.forward(ctx, *[_array(a) for a in args])
+        grads = op.backward(ctx, _array(grad))
+        out.append(tuple(grads) if isinstance(grads, (tuple, list)) else (grads,))
+    return out
+
+
 def code_objects(code):
     """A code object and those of the functions, lambdas and comprehensions inside it."""
     return [code] + [c for const in code.co_consts if isinstance(const, type(code)) for c in code_objects(const)]
@@ -1131,7 +1143,7 @@ def code_objects(code):
 # callers that hand the student's code its work (a forward with a fresh context, the graph builder).
 _ALLOWED_CODE = frozenset(c for f in (RecordingContext.__init__, RecordingContext.save_for_backward,
                                       RecordingContext.saved_tensors.fget, recorded_forward, _recorded_forward,
-                                      build_graph, _build_graph) for c in code_objects(f.__code__))
+                                      build_graph, _build_graph, _engine_backwards) for c in code_objects(f.__code__))
 
 
 def depth_hook(depth, inner=None):
@@ -1331,27 +1343,25 @@ def differing_backwards(engine, reference, probes, Context, seed=0, reference_co
     gradients than the class of the same name in ``reference`` (a mapping of names to Functions).
 
     ``probes`` maps each name to the forward's input arrays; each op runs forward, then backward
-    with one random upstream gradient (drawn with ``seed``), on a fresh ``Context()`` (for the
-    reference's, ``reference_context()`` when given: a reference from :func:`locked_cell` has its
-    own). A test cell learns this way, after the student's code has returned, which op an engine
-    breaks, without keeping the answer anywhere that code could read."""
+    with one random upstream gradient (drawn with ``seed``, in the shape of the reference's
+    output), on a fresh ``Context()`` (for the reference's, ``reference_context()`` when given: a
+    reference from :func:`locked_cell` has its own). A test cell learns this way, after the
+    student's code has returned, which op an engine breaks, without keeping the answer anywhere
+    that code could read. In trusted grading the engine's ops all run in one request."""
     rng = _default_rng(seed)
-    found = []
+    runs, expected = [], []
     for name, args in probes.items():
-        results = []
-        for cls, make_context in ((getattr(engine, name), Context), (reference[name], reference_context or Context)):
-            ctx = make_context()
-            out = cls.forward(ctx, *[_array(a) for a in args])
-            if not results:
-                grad = rng.standard_normal(_asarray(out).shape)
-            grads = cls.backward(ctx, _array(grad))
-            results.append(_outputs(grads))
-        same = len(results[0]) == len(results[1]) and all(
-            _asarray(p).shape == _asarray(q).shape and _np_all(_abs(_asarray(p) - _asarray(q)) <= 1e-12 * (1 + _abs(_asarray(q))))
-            for p, q in zip(*results))
-        if not same:
-            found.append(name)
-    return found
+        ctx = (reference_context or Context)()
+        grad = rng.standard_normal(_asarray(reference[name].forward(ctx, *[_array(a) for a in args])).shape)
+        runs.append([name, list(args), grad])
+        expected.append(_outputs(reference[name].backward(ctx, _array(grad))))
+    if _REMOTE is not None:
+        got = _REMOTE.call(None, engine, Context, runs, builtin="engine_backwards")
+    else:
+        got = _engine_backwards(engine, Context, runs)
+    return [name for (name, _, _), p, q in zip(runs, got, expected) if not (len(p) == len(q) and all(
+        _asarray(a).shape == _asarray(b).shape and _np_all(_abs(_asarray(a) - _asarray(b)) <= 1e-12 * (1 + _abs(_asarray(b))))
+        for a, b in zip(p, q)))]
 
 
 def central_differences(f, x, eps):

@@ -268,7 +268,7 @@ BUILTINS = {
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
     "enter": _enter, "exit": _exit, "callmethod": _call_method,
     "names": _names, "define": _define, "subclass": _subclass, "recorded_forward": checks._recorded_forward, "shared_dict": SharedDict,
-    "build_graph": checks._build_graph,
+    "build_graph": checks._build_graph, "engine_backwards": checks._engine_backwards,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",
