@@ -944,9 +944,9 @@ def copy_mode_edits(label, x0, w0):
     def step_w(x, w):
         with no_grad():
             w.add_(-0.1)
-    for name, after in [("x.add_ after forward", [lambda x, w: x.add_(1.0)]),
-                        ("x zeroed through a view", [lambda x, w: x[...].zero_()]),
-                        ("x and w edited", [lambda x, w: x.mul_(-3.0), step_w])]:
+    for name, after in [("x.add_ after forward", (lambda x, w: x.add_(1.0),)),
+                        ("x zeroed through a view", (lambda x, w: x[...].zero_(),)),
+                        ("x and w edited", (lambda x, w: x.mul_(-3.0), step_w))]:
         checks.check_vjp("copy_context", lambda x, w, g: guarded_grad("copy", x, w, g, (), after), "w_x_x",
                          [checks.case(f"{label}: {name}", x0, w0)], wrt=(1,), names=["x", "w"], fd=False,
                          hints=[lambda g, e: "backward saw the edit: save copies, not the arrays or views of them."])

@@ -218,9 +218,10 @@ def test_a_function_of_the_test_runs_in_the_grader_when_the_students_code_calls_
 
 
 def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
-    """A lambda or a def, from the visible part, reading numpy, arrays and the student's
-    objects, is compiled in the kernel: the student's calls of it cost no round trip. One that keeps a
-    record, or that a hidden part wrote (its text must not enter the kernel), stays in the grader."""
+    """A lambda or a def, from the visible part, reading numpy, arrays, the student's objects and
+    other such functions, and taking such defaults, is compiled in the kernel: the student's calls of
+    it cost no round trip. One that keeps a record, that reads itself, or that a hidden part wrote
+    (its text must not enter the kernel), stays in the grader."""
     km, kc = kernel
     student = ("import numpy as np\n"
                "class Box:\n    def __init__(self, v):\n        self.v = v\n    def twice(self):\n        return 2 * self.v\n"
@@ -236,12 +237,20 @@ def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
             "### BEGIN HIDDEN TESTS\n"
             "assert apply_all(lambda v: v + 1, [1]) == [2]\n"
             "### END HIDDEN TESTS\n")
+    test_after = ("def fact(v):\n    return 1 if v <= 1 else v * fact(v - 1)\n"
+                  "def twice_cube(v, *, times=2, inner=cube):\n    return times * inner(v)\n"
+                  "assert apply_all(fact, [4]) == [24]\n"
+                  "assert np.array_equal(apply_all(twice_cube, [1.0])[0], 2 * (1.0 + W))\n")
     remote = verdicts.Remote(kc, 60, kc.get_connection_info())
     handed, make_ref = [], remote.codec.make_ref  # what the grader hands over as callbacks
     remote.codec.make_ref = lambda obj: (handed.append(obj), make_ref(obj))[1]
-    assert verdicts.run_test_cell(remote, test, {}) == []
+    namespace = {}
+    assert verdicts.run_test_cell(remote, test, namespace) == []
     kept = sorted({f.__code__.co_firstlineno for f in handed if isinstance(f, types.FunctionType)})
-    assert kept == [8, 10, 12], kept  # the lambda that appends to seen, the one with a default, the hidden one
+    assert kept == [8, 12], kept  # the lambda that appends to seen, the hidden one
+    handed.clear()
+    assert verdicts.run_test_cell(remote, test_after, namespace) == []
+    assert [f.__name__ for f in handed if isinstance(f, types.FunctionType)] == ["fact"], handed  # (it reads itself)
 
 
 def test_a_visible_function_that_the_checks_run_as_the_students_code_is_one_request(kernel):

@@ -209,10 +209,14 @@ def _function(kind, source, values, numpy_names):
     from the visible part of a test cell), compiled here with the values it reads, so that the
     student's code calls it (or the checks run it) without a round trip per call. Its frames are
     the checks', not the student's."""
+    defaults, kwdefaults = values.pop("__defaults__", None), values.pop("__kwdefaults__", None)
     scope = {"__builtins__": builtins, **{str(k): np for k in numpy_names}, **values}
     text = f"__function__ = ({source})" if kind == "lambda" else str(source)
     exec(compile(text, "<autograder: a test's function>", "exec"), scope)
-    return scope["__function__" if kind == "lambda" else str(kind)]
+    fn = scope["__function__" if kind == "lambda" else str(kind)]
+    fn.__defaults__ = tuple(defaults) if defaults else None  # (its text came without them)
+    fn.__kwdefaults__ = dict(kwdefaults) if kwdefaults else None
+    return fn
 
 
 class SharedDict(dict):

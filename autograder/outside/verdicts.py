@@ -42,6 +42,7 @@ from .grading import HIDDEN_START
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve({address})"
 END_LINGER_MS = 2000
+DEFAULTS = ("__defaults__", "__kwdefaults__")  # in a shipped function's values: its defaults, not names it reads
 KEPT_READS = 64  # the reads of the tests' objects that the kernel keeps between messages, at most
 _ABSENT = object()
 _ZMQ = zmq.Context.instance()
@@ -365,15 +366,18 @@ class Remote:
             return "handle", object.__getattribute__(obj, "_handle")
         return "callback", self.callbacks.number(obj)  # held until the kernel says its Callback died
 
-    def _ship(self, obj):
+    def _ship(self, obj, outer=()):
         """``(kind, source, values, numpy names)`` for a test's function that can run in the kernel
         (the wire's *function*), else None: it then stays here, a callback. Such a function is a
         lambda or a ``def`` written in the visible part of a test cell (its text enters the kernel),
-        without defaults, that writes no outer name and reads only builtins, numpy, and
-        values that travel as they are: numbers, strings, arrays, tuples of those, the student's
-        objects. A function that keeps a record (``calls.append``) reads a list, so it stays here."""
-        if type(obj) is not types.FunctionType or obj.__defaults__ or obj.__kwdefaults__:
-            return None  # (a default's text names a value of the test's scope, not of the function's)
+        that writes no outer name and reads (and takes as defaults) only builtins, numpy, and values
+        that go as they are: numbers, strings, arrays, the student's objects, other such functions
+        of the tests (``outer``: those that read this one, which must not be read back), and tuples
+        of those. A function that keeps a record (``calls.append``) reads a list, so it stays here.
+        A default's text names a value of the test's scope: the text goes without it, and the
+        value goes in ``values`` (:data:`DEFAULTS`)."""
+        if type(obj) is not types.FunctionType or obj in outer:
+            return None
         code = obj.__code__
         found = _function_text(code, *self.trees.get(code.co_filename, (None, 0)))
         if found is None or not _pure(code):
@@ -382,20 +386,32 @@ class Remote:
             closure = dict(zip(code.co_freevars, (c.cell_contents for c in obj.__closure__ or ())))
         except ValueError:  # a closure cell not yet bound
             return None
+        outer = (*outer, obj)
         values, numpy_names = {}, []
         for name in sorted(set(code.co_freevars) | _globals_read(code)):
             if name not in closure and name not in obj.__globals__:
-                if hasattr(builtins, name):
+                if hasattr(builtins, name) and name not in DEFAULTS:
                     continue
                 return None
             value = closure[name] if name in closure else obj.__globals__[name]
             if value is np:
                 numpy_names.append(name)
-            elif _travels(value):
+            elif name not in DEFAULTS and self._goes(value, outer):
                 values[name] = value
             else:
                 return None
+        defaults = (tuple(obj.__defaults__ or ()), tuple((obj.__kwdefaults__ or {}).items()))
+        if any(defaults):
+            if not self._goes(defaults, outer):
+                return None
+            values.update(zip(DEFAULTS, defaults))
         return (*found, values, numpy_names)
+
+    def _goes(self, value, outer):
+        """True for a value that a function going to the kernel may read (see :meth:`_ship`)."""
+        if type(value) is tuple:
+            return all(self._goes(v, outer) for v in value)
+        return _travels(value) or (type(value) is types.FunctionType and self._ship(value, outer) is not None)
 
     def in_kernel(self, fn):
         """``fn``, or, when it is a test's function that can run in the kernel (:meth:`_ship`), a
@@ -687,7 +703,9 @@ def _function_text(code, tree, hidden):
         kind = code.co_name
     if len(nodes) != 1 or nodes[0].end_lineno >= hidden:
         return None
-    return kind, ast.unparse(nodes[0])
+    bare = copy.deepcopy(nodes[0])  # the defaults go as values (Remote._ship)
+    bare.args.defaults, bare.args.kw_defaults = [], [None] * len(bare.args.kwonlyargs)
+    return kind, ast.unparse(bare)
 
 
 def _globals_read(code):
