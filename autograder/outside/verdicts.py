@@ -125,6 +125,7 @@ class Remote:
         self.kept = {}
         self.unkept = []  # what the kernel keeps that the next message tells it to forget
         self.read_names = {}  # the tests' class: the attributes of its objects that the kernel kept
+        self.code_facts = {}  # a test function's code object: what _ship needs to know of it
         self.statics = {}  # (class handle, name): a function of the class, for this test cell
 
     # --- the channel ------------------------------------------------------------------------------
@@ -379,8 +380,8 @@ class Remote:
         if type(obj) is not types.FunctionType or obj in outer:
             return None
         code = obj.__code__
-        found = _function_text(code, *self.trees.get(code.co_filename, (None, 0)))
-        if found is None or not _pure(code):
+        found, pure, names = self._code_facts(code)
+        if found is None or not pure:
             return None
         try:
             closure = dict(zip(code.co_freevars, (c.cell_contents for c in obj.__closure__ or ())))
@@ -388,7 +389,7 @@ class Remote:
             return None
         outer = (*outer, obj)
         values, numpy_names = {}, []
-        for name in sorted(set(code.co_freevars) | _globals_read(code)):
+        for name in names:
             if name not in closure and name not in obj.__globals__:
                 if hasattr(builtins, name) and name not in DEFAULTS:
                     continue
@@ -406,6 +407,18 @@ class Remote:
                 return None
             values.update(zip(DEFAULTS, defaults))
         return (*found, values, numpy_names)
+
+    def _code_facts(self, code):
+        """``(text, pure, names read)`` of a test's function (see :meth:`_ship`), worked out once per
+        code object: a helper that a test calls in a loop is sent each time, and its text is found
+        by walking the whole cell's syntax tree."""
+        facts = self.code_facts.get(code)
+        if facts is None:
+            tree, hidden = self.trees.get(code.co_filename, (None, 0))
+            facts = (_function_text(code, tree, hidden), _pure(code), sorted(set(code.co_freevars) | _globals_read(code)))
+            if tree is not None:
+                self.code_facts[code] = facts
+        return facts
 
     def _goes(self, value, outer):
         """True for a value that a function going to the kernel may read (see :meth:`_ship`)."""
