@@ -196,12 +196,17 @@ def test_hidden_draws_are_the_students_own(kernel):
 
 
 # --- what the course's test cells do with the student's objects --------------------------------------
+def student_remote(kernel, student_code):
+    """The student's code run in the kernel; a fresh Remote to it."""
+    km, kc = kernel
+    assert kc.execute_interactive(student_code, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
+    return verdicts.Remote(kc, 60, kc.get_connection_info())
+
+
 def run_cells(kernel, student_code, *test_cells):
     """The student's code in the kernel, then each test cell outside it, on one Remote and one namespace
     (as the grader runs a notebook); the outputs of each test cell."""
-    km, kc = kernel
-    assert kc.execute_interactive(student_code, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
-    remote, namespace = verdicts.Remote(kc, 60, kc.get_connection_info()), {}
+    remote, namespace = student_remote(kernel, student_code), {}
     return [verdicts.run_test_cell(remote, cell, namespace) for cell in test_cells]
 
 
@@ -222,11 +227,9 @@ def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
     other such functions, and taking such defaults, is compiled in the kernel: the student's calls of
     it cost no round trip. One that keeps a record, that reads itself, or that a hidden part wrote
     (its text must not enter the kernel), stays in the grader."""
-    km, kc = kernel
     student = ("import numpy as np\n"
                "class Box:\n    def __init__(self, v):\n        self.v = v\n    def twice(self):\n        return 2 * self.v\n"
                "def apply_all(f, xs):\n    return [f(x) for x in xs]\n")
-    assert kc.execute_interactive(student, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
     test = ("W = np.arange(3.0)\n"
             "def cube(v):\n    \"\"\"v cubed, plus W.\"\"\"\n    return v ** 3 + W\n"
             "assert np.array_equal(apply_all(lambda v: np.tanh(Box(v).twice()) + W, [1.0, 2.0])[1], np.tanh(4.0) + W)\n"
@@ -241,7 +244,7 @@ def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
                   "def twice_cube(v, *, times=2, inner=cube):\n    return times * inner(v)\n"
                   "assert apply_all(fact, [4]) == [24]\n"
                   "assert np.array_equal(apply_all(twice_cube, [1.0])[0], 2 * (1.0 + W))\n")
-    remote = verdicts.Remote(kc, 60, kc.get_connection_info())
+    remote = student_remote(kernel, student)
     handed, make_ref = [], remote.codec.make_ref  # what the grader hands over as callbacks
     remote.codec.make_ref = lambda obj: (handed.append(obj), make_ref(obj))[1]
     namespace = {}
@@ -612,9 +615,7 @@ def test_what_the_kernel_keeps_of_the_tests_objects_follows_their_changes(kernel
     the new values of what its code changed, so only the first reads are callbacks. What either
     side writes reaches the other: a rebinding, a write into an array in place, past what the
     grader follows (100 tensors)."""
-    km, kc = kernel
-    assert kc.execute_interactive(KEPT_STUDENT, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
-    remote, asked = verdicts.Remote(kc, 60, kc.get_connection_info()), []
+    remote, asked = student_remote(kernel, KEPT_STUDENT), []
     run_callback = remote._run_callback
     remote._run_callback = lambda ask: (asked.append(ask.get("builtin")), run_callback(ask))[1]
     assert verdicts.run_test_cell(remote, KEPT_TEST.split("assert after_writes")[0], {}) == []
@@ -626,13 +627,11 @@ def test_what_the_kernel_keeps_of_the_tests_objects_follows_their_changes(kernel
 def test_the_backwards_of_an_engines_ops_are_one_request(kernel):
     """1.5's find_the_bug test learns which op an engine breaks by running each op's forward and
     backward beside the course's: the student's engine runs them all in one request."""
-    km, kc = kernel
     student = ("import numpy as np, types\nclass Context:\n    pass\n"
                "class Double:\n    @staticmethod\n    def forward(ctx, x):\n        ctx.x = x\n        return 2 * x\n"
                "    @staticmethod\n    def backward(ctx, grad):\n        return 2 * grad\n"
                "class Wrong(Double):\n    @staticmethod\n    def backward(ctx, grad):\n        return 3 * grad, None\n"
                "engine = types.SimpleNamespace(Double=Double, Triple=Wrong, Again=Double)\n")
-    assert kc.execute_interactive(student, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
     test = ("import types\nfrom autograder.inside import checks\n"
             "class Ref:\n    @staticmethod\n    def forward(ctx, x):\n        return 2 * x\n"
             "    @staticmethod\n    def backward(ctx, grad):\n        return 2 * grad\n"
@@ -640,7 +639,7 @@ def test_the_backwards_of_an_engines_ops_are_one_request(kernel):
             "broken = checks.differing_backwards(engine, dict.fromkeys(probes, Ref), probes, Context,\n"
             "                                    reference_context=types.SimpleNamespace)\n"
             "assert broken == ['Triple'], broken\n")
-    remote, requests = verdicts.Remote(kc, 60, kc.get_connection_info()), []
+    remote, requests = student_remote(kernel, student), []
     request = remote.request
     remote.request = lambda payload, **fields: (requests.append(fields.get("builtin")), request(payload, **fields))[1]
     assert verdicts.run_test_cell(remote, test, {}) == []

@@ -1130,6 +1130,7 @@ def _engine_backwards(engine, Context, runs):
         ctx, op = Context(), getattr(engine, name)
         op.forward(ctx, *[_array(a) for a in args])
         grads = op.backward(ctx, _array(grad))
+        # (_outputs, here in the kernel: a tuple of the student's own class does not travel as a tuple)
         out.append(tuple(grads) if isinstance(grads, (tuple, list)) else (grads,))
     return out
 

@@ -274,8 +274,9 @@ class Remote:
     def _follow(self, number, name, where, static):
         self.kept[(number, name)] = (where, static)
         if len(self.kept) > KEPT_READS:  # what went stale is looked for at every message: keep it short
-            self.unkept.append(list(next(iter(self.kept))))
-            del self.kept[next(iter(self.kept))]
+            oldest = next(iter(self.kept))
+            del self.kept[oldest]
+            self.unkept.append(list(oldest))
 
     def _prefetch(self, value):
         """For a lent object that a callback returns (1.8's ``Add.apply(a, b)``): the values of the
@@ -742,14 +743,15 @@ def _pure(code):
 
 
 def _travels(value):
-    """True for a value that goes to the kernel as it is, so that a function reading it may run there."""
+    """True for a value that is not a container and goes to the kernel as it is, so that a function
+    reading it may run there (tuples: :meth:`Remote._goes`)."""
     if value is None or type(value) in (bool, int, float, str) or isinstance(value, (Proxy, Method)):
         return True
     if isinstance(value, (np.ndarray, np.generic)):
         return value.dtype.name in DTYPES
     if isinstance(value, (np.ufunc, types.BuiltinFunctionType, types.FunctionType)):
         return getattr(np, getattr(value, "__name__", ""), None) is value  # np.tanh goes by name
-    return type(value) is tuple and all(_travels(v) for v in value)
+    return False
 
 
 def hidden_line(source):
