@@ -1052,7 +1052,8 @@ from autograder.inside import checks
 
 
 def offset_op(scale, deltas):
-    """y = scale * x, whose backward adds deltas[index] to the true gradient at each given index."""
+    """y = scale * x, whose backward adds deltas[index] to the true gradient at each given index
+    (``deltas``: a dict, or (index, delta) pairs)."""
     class Offset(Function):
         @staticmethod
         def forward(ctx, x):
@@ -1062,7 +1063,7 @@ def offset_op(scale, deltas):
         @staticmethod
         def backward(ctx, grad):
             out = np.array(scale * grad)
-            for index, delta in deltas.items():
+            for index, delta in dict(deltas).items():
                 out[index] += delta
             return out
     return Offset
@@ -1080,6 +1081,33 @@ def flip_op(correct):
         def backward(ctx, grad):
             return grad[::-1].copy() if correct else grad.copy()
     return Flip
+
+
+# More graphs, for cases that run only in grading.
+def offset_sum(scale, *deltas):
+    return lambda x: offset_op(scale, deltas).apply(x).sum()
+
+
+def offset_value(scale, *deltas):
+    return lambda x: offset_op(scale, deltas).apply(x)
+
+
+def product_plus_offset(scale, *deltas):
+    return lambda x, y, z: (x * y).sum() + offset_op(scale, deltas).apply(z).sum()
+
+
+def square_plus_offset(scale, *deltas):
+    return lambda x, y: (x * x).sum() + offset_op(scale, deltas).apply(y).sum()
+
+
+def flip_twice(correct):
+    return lambda x: flip_op(correct).apply(x) * 2.0
+
+
+mlp_like = lambda a, b, c: ((a @ b).tanh() * c).exp().mean()
+relu_matmul_minus_sum = lambda a, b: (a @ b).relu() - b.sum(axis=0)
+cube_sum = lambda x: (x * x * x).sum()
+tanh_of_square = lambda z: (z @ z).tanh().sum()
 
 
 def verdict(label, f, inputs, expect_pass, **kwargs):
@@ -1181,26 +1209,25 @@ verdict("n_samples=5, wrong everywhere", lambda x: offset_op(2.0, {(i,): 0.5 for
 for s in range(3):
     a, b = checks.randn(60 + s, 2, 5), checks.randn(70 + s, 5, 3)
     c = checks.randn(80 + s, 1, 3, low=0.5, scale=2.0)
-    verdict(f"random MLP-like graph #{s}", lambda a, b, c: ((a @ b).tanh() * c).exp().mean(), [a, b, c], True, seed=s)
-    verdict(f"random non-scalar #{s}", lambda a, b: (a @ b).relu() - b.sum(axis=0), [a, b + 0.1], True, seed=s)
-    verdict(f"wrong at one coordinate #{s}", lambda a: offset_op(1.5, {(1, s): 0.2}).apply(a).sum(), [a], False)
-    verdict(f"flip, random upstream #{s}", lambda a: flip_op(False).apply(a) * 2.0, [a], False, seed=s)
-    verdict(f"flip, right #{s}", lambda a: flip_op(True).apply(a) * 2.0, [a], True, seed=s)
-verdict("third input wrong", lambda x, y, z: (x * y).sum() + offset_op(1.0, {(2,): 0.1}).apply(z).sum(),
+    verdict(f"random MLP-like graph #{s}", mlp_like, [a, b, c], True, seed=s)
+    verdict(f"random non-scalar #{s}", relu_matmul_minus_sum, [a, b + 0.1], True, seed=s)
+    verdict(f"wrong at one coordinate #{s}", offset_sum(1.5, ((1, s), 0.2)), [a], False)
+    verdict(f"flip, random upstream #{s}", flip_twice(False), [a], False, seed=s)
+    verdict(f"flip, right #{s}", flip_twice(True), [a], True, seed=s)
+verdict("third input wrong", product_plus_offset(1.0, ((2,), 0.1)),
         [checks.randn(90, 3), checks.randn(91, 3), checks.randn(92, 3)], False)
-verdict("0-d input wrong", lambda s: offset_op(3.0, {(): 0.1}).apply(s), [np.asarray(0.4)], False)
-verdict("n = -4, a = n - 4.005e-3 (inside)", lambda x: offset_op(-4.0, {(0, 2): -4.005e-3}).apply(x).sum(), [x34], True)
-verdict("n = -4, a = n - 4.02e-3 (outside)", lambda x: offset_op(-4.0, {(0, 2): -4.02e-3}).apply(x).sum(), [x34], False)
-verdict("atol=0, rtol=0.1", lambda x: offset_op(1.0, {(0, 0): 0.09}).apply(x).sum(), [x34], True, atol=0.0, rtol=0.1)
-verdict("atol=0, rtol=0.1, outside", lambda x: offset_op(1.0, {(0, 0): 0.11}).apply(x).sum(), [x34], False, atol=0.0,
-        rtol=0.1)
-verdict("eps=1e-3 given, x^3 passes", lambda x: (x * x * x).sum(), [x34], True, eps=1e-3)
-verdict("eps=0.3 given, x^3 fails", lambda x: (x * x * x).sum(), [x34], False, eps=0.3)
+verdict("0-d input wrong", offset_value(3.0, ((), 0.1)), [np.asarray(0.4)], False)
+verdict("n = -4, a = n - 4.005e-3 (inside)", offset_sum(-4.0, ((0, 2), -4.005e-3)), [x34], True)
+verdict("n = -4, a = n - 4.02e-3 (outside)", offset_sum(-4.0, ((0, 2), -4.02e-3)), [x34], False)
+verdict("atol=0, rtol=0.1", offset_sum(1.0, ((0, 0), 0.09)), [x34], True, atol=0.0, rtol=0.1)
+verdict("atol=0, rtol=0.1, outside", offset_sum(1.0, ((0, 0), 0.11)), [x34], False, atol=0.0, rtol=0.1)
+verdict("eps=1e-3 given, x^3 passes", cube_sum, [x34], True, eps=1e-3)
+verdict("eps=0.3 given, x^3 fails", cube_sum, [x34], False, eps=0.3)
 coords, calls = perturbed(7, 11, size=30)
 assert len(coords) == 7 and calls <= 2 * 7 + 3, "[gradcheck] n_samples=7 must check 7 distinct coordinates"
 assert any(perturbed(3, s, size=30)[0] != perturbed(3, s + 1, size=30)[0] for s in range(3))
 tz = Tensor(checks.randn(93, 2, 2), requires_grad=True)
-verdict("Tensor input with requires_grad", lambda z: (z @ z).tanh().sum(), [tz], True)
+verdict("Tensor input with requires_grad", tanh_of_square, [tz], True)
 assert tz.grad is None, "[gradcheck] the caller's Tensor got a .grad: wrap a copy of its data in a new Tensor."
 ### END HIDDEN TESTS
 
@@ -1258,11 +1285,11 @@ check_error("a 0-d input", lambda s, v: (v * v).sum() + offset_op(3.5, {(): 1.25
 check_error("a nan is the worst, even after a wrong coordinate", lambda x: offset_op(1.75, {(0, 3): 0.75, (2, 1): np.nan}).apply(x).sum(),
             [x34], 0, (2, 1), np.nan, 1.75)
 ### BEGIN HIDDEN TESTS
-check_error("input 2 of three", lambda a, b, c: (a * b).sum() + offset_op(2.5, {(4,): 0.75}).apply(c).sum(),
+check_error("input 2 of three", product_plus_offset(2.5, ((4,), 0.75)),
             [checks.randn(10, 6), checks.randn(11, 6), checks.randn(12, 6)], 2, (4,), 3.25, 2.5)
-check_error("a (2, 3, 2) input", lambda x: offset_op(-1.25, {(1, 2, 0): 0.5, (0, 0, 1): 0.25}).apply(x).sum(),
+check_error("a (2, 3, 2) input", offset_sum(-1.25, ((1, 2, 0), 0.5), ((0, 0, 1), 0.25)),
             [checks.randn(13, 2, 3, 2)], 0, (1, 2, 0), -0.75, -1.25)
-check_error("input 1 of two, the worst is last", lambda x, y: (x * x).sum() + offset_op(0.5, {(0,): 0.125, (3,): -0.625}).apply(y).sum(),
+check_error("input 1 of two, the worst is last", square_plus_offset(0.5, ((0,), 0.125), ((3,), -0.625)),
             [checks.randn(14, 4), checks.randn(15, 4)], 1, (3,), -0.125, 0.5)
 ### END HIDDEN TESTS
 
@@ -1393,6 +1420,8 @@ def check_sweep(label, f, x, steps):
 
 sweep_tanh_exp = lambda t: (t.tanh() * t.exp()).sum()
 cube = lambda t: (t * t * t).sum()
+cube_third_plus_mean = lambda t: (t * t * t).sum() / 3 + t.mean()  # (these two for cases that run only in grading)
+exp_over_square = lambda t: (t.exp() / (t * t + 1.0)).sum()
 worked_steps = [1e-1, 1e-2, 1e-3, 1e-5, 1e-6, 1e-8]
 got = check_sweep("worked example x^3 at 2, float64", cube, np.array([2.0]), worked_steps)
 check_sweep("worked example x^3 at 2, float32", cube, np.array([2.0], dtype=np.float32), worked_steps)
@@ -1405,9 +1434,9 @@ for s in range(2):
     for dt in (np.float64, np.float32):
         check_sweep(f"tanh(x) exp(x), {dt.__name__} #{s}", sweep_tanh_exp, checks.randn(10 + s, 2, 3, dtype=dt),
                     np.logspace(-10, -1, 10))
-        check_sweep(f"sum(x^3) / 3 + mean(x), {dt.__name__} #{s}", lambda t: (t * t * t).sum() / 3 + t.mean(),
+        check_sweep(f"sum(x^3) / 3 + mean(x), {dt.__name__} #{s}", cube_third_plus_mean,
                     checks.randn(20 + s, 5, dtype=dt), [3e-1, 1e-3, 1e-5, 1e-7])
-check_sweep("sliced x", lambda t: (t.exp() / (t * t + 1.0)).sum(), checks.strided(checks.randn(30, 2, 4)), [1e-2, 1e-5, 1e-9])
+check_sweep("sliced x", exp_over_square, checks.strided(checks.randn(30, 2, 4)), [1e-2, 1e-5, 1e-9])
 check_sweep("size-1 axes", cube, checks.randn(31, 1, 3, 1), [1e-4])
 ### END HIDDEN TESTS
 

@@ -1088,16 +1088,16 @@ checks.expect_raises("read_through_layout", ValueError, read_through_layout, np.
 # %% nbgrader={"grade": true, "grade_id": "test_read_through_layout_chain", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 from autograder.inside import checks
 from autograder.outside.oracles import ORACLES
-STUDENT_LAYOUT_OPS = {"transpose": transpose_layout, "permute": permute_layout, "expand": expand_layout}
 
 
 def chain_layout(shape, strides, offset, ops):
     """The layout after the chain of views `ops`, from our layout functions."""
+    layout_ops = {"transpose": transpose_layout, "permute": permute_layout, "expand": expand_layout}
     for name, args in ops:
         if name == "slice":
             shape, strides, offset = slice_layout(shape, strides, offset, *args)
         else:
-            shape, strides, offset = STUDENT_LAYOUT_OPS[name](shape, strides, *args, offset)
+            shape, strides, offset = layout_ops[name](shape, strides, *args, offset)
     return shape, strides, offset
 
 
@@ -1681,8 +1681,7 @@ def forward_is_view(Fn, a, label, **options):
 
 def engine_grads(build, leaves):
     ts = [Tensor(a, requires_grad=True) for a in leaves]
-    out = checks.run_student("view_ops", build, *ts)
-    checks.run_student("view_ops", out.backward)
+    build(*ts).backward()
     return [t.grad for t in ts]
 
 
@@ -1702,8 +1701,8 @@ def check_invariance(seed, dtype, label):
     rtol, atol = INVARIANCE_TOL[dtype]
     for x_label, x in layouts.items():
         for w_label, W in weights.items():
-            got = engine_grads(build, [x, W])
-            want = engine_grads(build, [np.ascontiguousarray(x), np.ascontiguousarray(W)])
+            got = checks.run_student("view_ops", engine_grads, build, [x, W])
+            want = checks.run_student("view_ops", engine_grads, build, [np.ascontiguousarray(x), np.ascontiguousarray(W)])
             for leaf, g, w in zip(("x", "W"), got, want):
                 checks.assert_close(g, w, task="view_ops", rtol=rtol, atol=atol, kind="grad", name=f"grad of {leaf}",
                                     case=f"{label}: {x_label} and {w_label} vs contiguous copies")

@@ -644,3 +644,78 @@ def test_the_backwards_of_an_engines_ops_are_one_request(kernel):
     remote.request = lambda payload, **fields: (requests.append(fields.get("builtin")), request(payload, **fields))[1]
     assert verdicts.run_test_cell(remote, test, {}) == []
     assert requests.count("engine_backwards") == 1 and len(requests) <= 2, requests  # (and the notebook's names)
+
+
+PLANNED_STUDENT = (
+    "import numpy as np\ncalls = []\n"
+    "def tanh(x):\n    calls.append('tanh')\n    return np.tanh(x)\n"
+    "def tanh_backward(x, grad):\n    calls.append('tanh_backward')\n    return grad * (1 - np.tanh(x) ** 2)\n"
+    "class Tanh:\n    @staticmethod\n    def forward(ctx, x):\n        calls.append('forward')\n"
+    "        out = np.tanh(x)\n        ctx.save_for_backward(out)\n        return out\n"
+    "    @staticmethod\n    def backward(ctx, grad):\n        calls.append('backward')\n"
+    "        out, = ctx.saved_tensors\n        ctx.saved = None\n        return grad * (1 - out ** 2)\n"
+    "def size(shape):\n    calls.append('size')\n    return int(np.prod(shape))\n")
+PLANNED_TEST = (
+    "from autograder.inside import checks\nimport numpy as np\n"
+    "cases = [checks.case(f'case {i}', checks.randn(i, 3, 2)) for i in range(4)]\n"
+    "checks.against_torch('tanh', tanh, 'tanh', cases)\n"
+    "checks.check_vjp('tanh_backward', tanh_backward, 'tanh', cases[:3])\n"
+    "checks.check_function('Tanh', Tanh, 'tanh', cases[:2], saves=lambda x, out: [(out,)])\n"
+    "shapes = [checks.case(f'shape {i}', (i, 2)) for i in range(3)]\n"
+    "checks.check_layout('size', size, lambda shape: int(np.prod(shape)), shapes)\n")
+
+
+def _without_plans(remote):
+    """``remote`` asking for each call on its own, as before plans (for comparing with them)."""
+    remote._send_plan = lambda steps: None
+    return remote
+
+
+def test_a_checks_calls_of_the_students_code_go_to_the_kernel_in_one_request(kernel):
+    """against_torch, check_vjp, check_function and check_layout send every call they will make of
+    the student's code in one request (a plan), and take the answers from it; the student's code
+    sees the same calls in the same order, and a wrong answer, an exception or a backward that frees
+    what forward saved (read by the checks between the two) gives the same verdict as one request a call."""
+    outputs, counts, seen = {}, {}, {}
+    for planned in (True, False):
+        remote = student_remote(kernel, PLANNED_STUDENT)
+        remote = remote if planned else _without_plans(remote)
+        requests, request = [], remote.request
+        remote.request = lambda payload, **fields: (requests.append(fields), request(payload, **fields))[1]
+        namespace = {}
+        outputs[planned] = verdicts.run_test_cell(remote, PLANNED_TEST, namespace)
+        counts[planned] = len(requests)
+        assert verdicts.run_test_cell(remote, "seen = list(calls)", namespace) == []
+        seen[planned] = namespace["seen"]
+        if planned:
+            assert remote.plans == [4, 0], remote.plans  # four plans, none dropped
+    assert outputs[True] == outputs[False] == []
+    assert seen[True] == seen[False] and len(seen[True]) == 4 + 3 * 3 + 2 * 6 + 3
+    assert counts[False] >= 30 and counts[True] <= 8, counts  # the four checks, and their few own reads
+
+    wrong = [("np.tanh(x)\n", "np.tanh(x) if x[0, 0] < 0.5 else 0 * x\n"),  # wrong at one case
+             ("return grad * (1 - np.tanh(x) ** 2)", "return grad * (1 - np.tanh(x) ** 2) if x.flags.c_contiguous "
+              "else 1 / 0"),  # raises on the non-contiguous call
+             ("out, = ctx.saved_tensors", "out, = ctx.saved_tensors\n        out = np.asarray(out)[::-1]")]
+    for old, new in wrong:
+        student = PLANNED_STUDENT.replace(old, new)
+        verdict = {planned: verdicts.run_test_cell(
+            student_remote(kernel, student) if planned else _without_plans(student_remote(kernel, student)),
+            PLANNED_TEST, {}) for planned in (True, False)}
+        assert verdict[True] == verdict[False] and verdict[True] and "Error" in verdict[True][0]["ename"], (new, verdict)
+
+
+def test_a_plan_that_the_checks_leave_is_asked_for_again(kernel):
+    """A student's function that returns an object of its own makes the checks ask for more than
+    the plan holds (its array): the plan is dropped, and the calls from there on are asked one by
+    one, with the same verdict."""
+    student = ("import numpy as np\nclass Lazy:\n    def __init__(self, x):\n        self.x = x\n"
+               "    def __array__(self, dtype=None, copy=None):\n        return np.tanh(self.x)\n"
+               "def tanh(x):\n    return Lazy(x)\n")
+    test = ("from autograder.inside import checks\n"
+            "checks.against_torch('tanh', tanh, 'tanh', [checks.case(f'case {i}', checks.randn(i, 3)) for i in range(3)],"
+            " check_dtype=False)\n")
+    remote = student_remote(kernel, student)
+    assert verdicts.run_test_cell(remote, test, {}) == []
+    assert remote.plans == [1, 1]
+    assert verdicts.run_test_cell(_without_plans(student_remote(kernel, student)), test, {}) == []

@@ -496,6 +496,27 @@ def _delegation_failure(task, found):
         "handing the work to torch or to the reference package earns no points.")
 
 
+class Later:
+    """In a plan (:func:`_planned`), what an earlier step returns (``item``: that item of it)."""
+
+    __slots__ = ("step", "item")
+
+    def __init__(self, step, item=None):
+        self.step, self.item = step, item
+
+
+@_contextmanager
+def _planned(steps):
+    """In trusted grading, the student's calls ``steps`` that the block makes next (each
+    ``(fn, args, kwargs, numpy_only)``, see ``verdicts.Remote.plan``) go to the kernel in one
+    request, and the block's calls take their answers; in a notebook, nothing happens."""
+    if _REMOTE is None:
+        yield
+        return
+    with _REMOTE.plan(steps):
+        yield
+
+
 def _run_case(task, c, fn, *args, **kwargs):
     """:func:`run_student` for one case; a failure (an exception, a warning, a call into torch)
     names the case it happened in."""
@@ -658,11 +679,12 @@ def against_torch(task, fn, oracle, cases, *, rtol=None, atol=None, check_dtype=
     """
     _bind_torch()
     torch_fn = oracles.oracle(oracle)
-    for c in cases:
-        got = _run_case(task, c, fn, *[_copy(a) for a in c.args], numpy_only=numpy_only,
-                        allow_warnings=allow_warnings, **c.kwargs)
-        _, expected = _torch_forward(torch_fn, c.args, c.kwargs)
-        _compare_outputs(task, c, got, expected, rtol, atol, check_dtype, hints)
+    runs = [(c, [_copy(a) for a in c.args]) for c in cases]
+    with _planned([(fn, args, c.kwargs, numpy_only) for c, args in runs]):
+        for c, args in runs:
+            got = _run_case(task, c, fn, *args, numpy_only=numpy_only, allow_warnings=allow_warnings, **c.kwargs)
+            _, expected = _torch_forward(torch_fn, c.args, c.kwargs)
+            _compare_outputs(task, c, got, expected, rtol, atol, check_dtype, hints)
 
 
 def _copy(a):
@@ -770,6 +792,7 @@ def check_vjp(task, backward_fn, oracle, cases, *, wrt=None, upstream=True, seed
     torch_fn = oracles.oracle(oracle)
     given = isinstance(upstream, _ndarray)
     passes_grad = given or bool(upstream)
+    runs, steps = [], []  # per case: what it needs; the student's calls of all cases, in their order
     for n, c in enumerate(cases):
         args = tuple(_copy(a) for a in c.args)
         w = tuple(i for i, a in enumerate(args) if _is_float_array(a)) if wrt is None else tuple(wrt)
@@ -779,23 +802,32 @@ def check_vjp(task, backward_fn, oracle, cases, *, wrt=None, upstream=True, seed
             g_out = upstream.astype(_float64)
         else:
             g_out = randn(seed * 7919 + n, *shape) if upstream else _ones(shape)
-        _, expected = _torch_vjp(torch_fn, args, c.kwargs, w, g_out)
-
-        def call(xs, g):
-            extra = (g,) if passes_grad else ()
-            return _outputs(_run_case(task, c, backward_fn, *xs, *extra, numpy_only=numpy_only, **c.kwargs))
-
-        got = call(args, g_out.astype(args[w[0]].dtype))
-        _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
+        calls = [(args, g_out.astype(args[w[0]].dtype))]  # (each call its own copy: the code may write into it)
         if passes_grad:
-            _assert_zero(task, c, call(tuple(_copy(a) for a in c.args), _zeros_like(g_out)), w, names)
-        noncontig = tuple(strided(a) if _is_float_array(a) else a for a in c.args)
-        again = call(noncontig, g_out.astype(args[w[0]].dtype))
-        rtol, atol = _layout_tol(args[w[0]].dtype)
-        for k, i in enumerate(w):
-            assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
-                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol,
-                         kind="grad")
+            calls.append((tuple(_copy(a) for a in c.args), _zeros_like(g_out)))
+        calls.append((tuple(strided(a) if _is_float_array(a) else a for a in c.args), g_out.astype(args[w[0]].dtype)))
+        calls = [(xs, (g,) if passes_grad else ()) for xs, g in calls]
+        _, expected = _torch_vjp(torch_fn, args, c.kwargs, w, g_out)  # (before the student's code sees args)
+        runs.append((c, args, w, g_out, expected, calls))
+        steps += [(backward_fn, (*xs, *extra), c.kwargs, numpy_only) for xs, extra in calls]
+    with _planned(steps):
+        for c, args, w, g_out, expected, calls in runs:
+            _check_vjp_case(task, backward_fn, torch_fn, c, args, w, g_out, expected, calls, hints, names, fd, numpy_only)
+
+
+def _check_vjp_case(task, backward_fn, torch_fn, c, args, w, g_out, expected, calls, hints, names, fd, numpy_only):
+    def call(xs, extra):
+        return _outputs(_run_case(task, c, backward_fn, *xs, *extra, numpy_only=numpy_only, **c.kwargs))
+
+    got = call(*calls[0])
+    _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
+    if len(calls) == 3:
+        _assert_zero(task, c, call(*calls[1]), w, names)
+    again = call(*calls[-1])
+    rtol, atol = _layout_tol(args[w[0]].dtype)
+    for k, i in enumerate(w):
+        assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
+                     name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol, kind="grad")
 
 
 class RecordingContext:
@@ -878,44 +910,65 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
     torch_fn = oracles.oracle(oracle)
     if _REMOTE is None:  # run_student sees recorded_forward: the exercise is Fn.forward's
         _note_exercise(task, getattr(Fn, "forward", None))
+    backward = getattr(Fn, "backward", None)  # (a missing one is reported where the checks first call it)
+    runs, steps = [], []  # per case: what it needs; the student's calls of all cases, in their order
     for n, c in enumerate(cases):
         args = tuple(_copy(a) for a in c.args)
-        w = tuple(i for i, a in enumerate(args) if _is_float_array(a))
-
-        def forward(xs):
-            return _run_case(task, c, recorded_forward, Fn, *xs, numpy_only=numpy_only, **c.kwargs)
-
-        ctx, out = forward(args)
         _, expected_out = _torch_forward(torch_fn, c.args, c.kwargs)
-        _compare_outputs(task, c, out, expected_out, None, None, True, hints, names=["forward output"])
-        if saves is not None:
-            expected_np = _to_numpy(expected_out)
-            options = saves(*c.args, out=expected_np, **c.kwargs)
-            if not any(_same_saved(ctx.saved, opt) for opt in options):
-                known = [(f"the input {names[i] if names else i}", a) for i, a in enumerate(c.args)
-                         if isinstance(a, _ndarray)] + [("the output", expected_np)]
-                raise CheckFailure(
-                    f"[{task}] {c.describe()}: forward saved {_describe_saved(ctx.saved, known)}, but this op "
-                    f"should save {' or '.join(_describe_saved(o, known) for o in options)}. Save exactly what "
-                    "backward needs.")
         if upstream is None:
             g_out = randn(seed * 7919 + n, *_to_numpy(expected_out).shape)
         else:
             g_out = _asarray(upstream, dtype=_float64)
-        _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
-        got = _outputs(_run_case(task, c, Fn.backward, ctx, g_out, numpy_only=numpy_only))
-        _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
-        ctx0, _ = forward(tuple(_copy(a) for a in c.args))
-        _assert_zero(task, c, _outputs(_run_case(task, c, Fn.backward, ctx0, _zeros_like(g_out), numpy_only=numpy_only)), w, names)
-        ctx_s, out_s = forward(tuple(strided(a) if _is_float_array(a) else a for a in c.args))
-        again = _outputs(_run_case(task, c, Fn.backward, ctx_s, g_out, numpy_only=numpy_only))
-        rtol, atol = _layout_tol(_asarray(out).dtype)
-        assert_close(out_s, out, task=task, case=c.describe() + " with non-contiguous inputs",
-                     name="forward output", rtol=rtol, atol=atol)
-        for k, i in enumerate(w):
-            assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
-                         name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol,
-                         kind="grad")
+        inputs = (args, tuple(_copy(a) for a in c.args), tuple(strided(a) if _is_float_array(a) else a for a in c.args))
+        grads = (g_out, _zeros_like(g_out), g_out)
+        runs.append((c, inputs, expected_out, grads))
+        for k, (xs, grad) in enumerate(zip(inputs, grads)):
+            forward = len(steps)
+            steps.append((None, (Fn, *xs), c.kwargs, numpy_only, "recorded_forward"))
+            if k == 0 and saves is not None:  # the checks read what forward saved before backward runs
+                steps.append((None, (Later(forward, 0), "saved"), {}, False, "getattr"))
+            steps.append((backward, (Later(forward, 0), grad), {}, numpy_only))
+    with _planned(steps if backward is not None else ()):
+        for c, inputs, expected_out, grads in runs:
+            _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, grads, saves, hints, names,
+                                 fd, numpy_only)
+
+
+def _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, grads, saves, hints, names, fd,
+                         numpy_only):
+    args, g_out = inputs[0], grads[0]
+    w = tuple(i for i, a in enumerate(args) if _is_float_array(a))
+
+    def forward(xs):
+        return _run_case(task, c, recorded_forward, Fn, *xs, numpy_only=numpy_only, **c.kwargs)
+
+    ctx, out = forward(args)
+    _compare_outputs(task, c, out, expected_out, None, None, True, hints, names=["forward output"])
+    if saves is not None:
+        expected_np = _to_numpy(expected_out)
+        options = saves(*c.args, out=expected_np, **c.kwargs)
+        saved = ctx.saved
+        if not any(_same_saved(saved, opt) for opt in options):
+            known = [(f"the input {names[i] if names else i}", a) for i, a in enumerate(c.args)
+                     if isinstance(a, _ndarray)] + [("the output", expected_np)]
+            raise CheckFailure(
+                f"[{task}] {c.describe()}: forward saved {_describe_saved(saved, known)}, but this op "
+                f"should save {' or '.join(_describe_saved(o, known) for o in options)}. Save exactly what "
+                "backward needs.")
+    _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
+    backward = Fn.backward if backward is None else backward
+    got = _outputs(_run_case(task, c, backward, ctx, g_out, numpy_only=numpy_only))
+    _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
+    ctx0, _ = forward(inputs[1])
+    _assert_zero(task, c, _outputs(_run_case(task, c, backward, ctx0, grads[1], numpy_only=numpy_only)), w, names)
+    ctx_s, out_s = forward(inputs[2])
+    again = _outputs(_run_case(task, c, backward, ctx_s, g_out, numpy_only=numpy_only))
+    rtol, atol = _layout_tol(_asarray(out).dtype)
+    assert_close(out_s, out, task=task, case=c.describe() + " with non-contiguous inputs",
+                 name="forward output", rtol=rtol, atol=atol)
+    for k, i in enumerate(w):
+        assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
+                     name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol, kind="grad")
 
 
 def _describe_saved(values, known=()):
@@ -1272,20 +1325,26 @@ def check_layout(task, fn, oracle, cases, *, hints=(), numpy_only=True, normaliz
     _bind_torch()
     torch_fn = oracles.oracle(oracle)
     keep = normalize or (lambda value, c: value)
-    for c in cases:
-        got = _run_case(task, c, fn, *c.args, numpy_only=numpy_only, **c.kwargs)
-        expected = keep(_plain(torch_fn(*c.args, **c.kwargs)), c)
-        if _has_float(got):
-            raise CheckFailure(f"[{task}] {c.describe()}: expected {expected!r}, got {got!r}: layout numbers are "
-                               "integers (a count of elements); use // and int, not /.")
-        if keep(_plain(got), c) != expected:
-            msg = f"[{task}] {c.describe()}: expected {expected!r}, got {keep(_plain(got), c)!r}."
-            for hint in tuple(hints):
-                text = hint(_plain(got), expected, c)
-                if text:
-                    msg += f" Hint: {text}"
-                    break
-            raise CheckFailure(msg)
+    cases = list(cases)
+    with _planned([(fn, c.args, c.kwargs, numpy_only) for c in cases]):
+        for c in cases:
+            _check_layout_case(task, fn, torch_fn, c, keep, hints, numpy_only)
+
+
+def _check_layout_case(task, fn, torch_fn, c, keep, hints, numpy_only):
+    got = _run_case(task, c, fn, *c.args, numpy_only=numpy_only, **c.kwargs)
+    expected = keep(_plain(torch_fn(*c.args, **c.kwargs)), c)
+    if _has_float(got):
+        raise CheckFailure(f"[{task}] {c.describe()}: expected {expected!r}, got {got!r}: layout numbers are "
+                           "integers (a count of elements); use // and int, not /.")
+    if keep(_plain(got), c) != expected:
+        msg = f"[{task}] {c.describe()}: expected {expected!r}, got {keep(_plain(got), c)!r}."
+        for hint in tuple(hints):
+            text = hint(_plain(got), expected, c)
+            if text:
+                msg += f" Hint: {text}"
+                break
+        raise CheckFailure(msg)
 
 
 def random_layouts(seed, n, *, max_ndim=4, negative=False):

@@ -295,8 +295,38 @@ def _frames(tb):
 def _call(request, kept):
     call = _payload(request)
     kept.append(call)
-    fn = BUILTINS[request["builtin"]] if "builtin" in request else call["fn"]
-    args, kwargs = call["args"], call["kwargs"]
+    if request.get("plan") is True:
+        return _plan(call["steps"])
+    return _run(request, call["args"], call["kwargs"], call["fn"])
+
+
+def _plan(steps):
+    """Run a plan's steps in order (see ``verdicts.Remote.plan``), each as one request would, until
+    one raises; an argument a step links to is what an earlier step returned (or an item of it)."""
+    answers, values = [], []
+    for step in steps:
+        try:
+            args = list(step["args"])
+            for position, earlier, item in step["links"]:
+                value = values[earlier]
+                if item is not None:  # (an item of a tuple the checks made, such as recorded_forward's)
+                    value = value[item] if type(value) is tuple else None
+                args[position] = value
+            answer = _run(step, tuple(args), step["kwargs"], step["fn"])
+        except (KeyboardInterrupt, _End):
+            raise
+        except Exception as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        answers.append(answer)
+        if "value" not in answer:
+            break
+        values.append(answer["value"])
+    return {"answers": answers}
+
+
+def _run(request, args, kwargs, fn):
+    """Call ``fn`` (or the builtin the request names) as the student's code, recording what happened."""
+    fn = BUILTINS[request["builtin"]] if "builtin" in request else fn
     found = []
     depth = [0, 0]  # current, deepest: how far the student's Python calls nest
     inner = (checks._delegation_hook(found, _OWN_CODE) if request.get("numpy_only")

@@ -127,6 +127,9 @@ class Remote:
         self.read_names = {}  # the tests' class: the attributes of its objects that the kernel kept
         self.code_facts = {}  # a test function's code object: what _ship needs to know of it
         self.statics = {}  # (class handle, name): a function of the class, for this test cell
+        self.planned = []  # what a plan's request ran ahead (:meth:`plan`), for the calls still to ask for it
+        self.plan_values = []  # the values of the plan's steps taken so far, for its Later arguments
+        self.plans = [0, 0]  # plans sent, and plans dropped before all their steps were taken (see plan)
 
     # --- the channel ------------------------------------------------------------------------------
     def start(self, seconds=None):
@@ -139,6 +142,7 @@ class Remote:
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
+        self.planned, self.plan_values = [], []
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
         self.socket = _ZMQ.socket(zmq.PAIR)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -477,7 +481,9 @@ class Remote:
         fields = {"numpy_only": bool(self.numpy_only), "depth": self.deepest is not None}
         if builtin:
             fields["builtin"] = builtin
-        answer = self.request({"fn": fn, "args": args, "kwargs": kwargs}, **fields)
+        answer = self._take_planned(fn, args, kwargs, fields) if self.planned else None
+        if answer is None:
+            answer = self.request({"fn": fn, "args": args, "kwargs": kwargs}, **fields)
         if "error" in answer:
             raise WireError(f"the recording failed: {answer['error']}")
         if self.deepest is not None and type(answer.get("depth")) is int:
@@ -492,6 +498,94 @@ class Remote:
             raise student_exception(r.get("types") or [], r.get("message", ""), r.get("frames") or [],
                                     r.get("exception"))
         return answer
+
+    # --- plans: the calls of a case, in one request -------------------------------------------------
+    @contextlib.contextmanager
+    def plan(self, steps):
+        """Run the calls ``steps`` in the kernel in one request, ahead of the checks' own calls in the
+        block, which then take their answers from it (:meth:`_answered`) instead of asking, one
+        request each. What the block leaves of the plan is dropped at its end."""
+        self._send_plan(steps)
+        try:
+            yield
+        finally:
+            self.planned, self.plan_values = [], []
+
+    def _send_plan(self, steps):
+        """See :meth:`plan`.
+
+        A step is ``(fn, args, kwargs, numpy_only)``, a call that :func:`autograder.inside.checks.run_student`
+        will make, or ``(None, args, kwargs, numpy_only, builtin)``, one of the recording's builtins.
+        An argument may be a :class:`checks.Later`, what an earlier step returns. The kernel runs the
+        steps in order and stops at the first that raises. A call takes a step's answer only when it
+        is that step: the same function, the same argument objects (a Later's, the value its step
+        gave), the same settings. Any other request drops what is left of the plan, and the calls
+        from there on are asked again: a plan only saves requests, it never decides an answer.
+        It runs only what the checks would run next, in that order, so a student's code sees the
+        same calls either way; only the checks' comparisons between them come later."""
+        sent = []
+        for step in steps:
+            fn, args, kwargs, numpy_only = step[:4]
+            builtin = step[4] if len(step) > 4 else None
+            if builtin is None:
+                fn, args, builtin = self._request_form(fn, args)
+                if fn is None and builtin is None:
+                    break  # a function that runs here: the plan ends before it
+            fields = {"numpy_only": bool(numpy_only), "depth": self.deepest is not None}
+            if builtin:
+                fields["builtin"] = builtin
+            sent.append((fn, tuple(args), dict(kwargs), fields))
+        self.planned, self.plan_values = [], []
+        if len(sent) < 2:
+            return
+        links, calls = [], []
+        for n, (fn, args, kwargs, fields) in enumerate(sent):
+            later = [(i, a) for i, a in enumerate(args) if isinstance(a, checks.Later)]
+            if any(a.step >= n for _, a in later) or any(isinstance(v, checks.Later) for v in kwargs.values()):
+                raise ValueError("a Later argument names a step that is not before it")
+            links.append([[i, a.step, a.item] for i, a in later])
+            calls.append(dict(fields, fn=fn, args=tuple(None if isinstance(a, checks.Later) else a for a in args),
+                              kwargs=kwargs, links=links[-1]))
+        answer = self.request({"steps": calls}, plan=True)
+        answers = answer.get("answers")
+        if "error" in answer or type(answers) is not list or not all(type(a) is dict for a in answers):
+            raise WireError(f"the recording failed: {answer.get('error', 'a plan answered with no list of answers')}")
+        self.plans[0] += 1
+        self.planned = [(*step, a) for step, a in zip(sent, answers)]
+
+    def _request_form(self, fn, args):
+        """``(fn, args, builtin)`` of the request that calling ``fn(*args)`` from the checks makes;
+        ``(None, args, None)`` for a function that runs here (it is no request)."""
+        if type(fn) is Method:
+            return None, (fn._proxy, fn._name, *args), "callmethod"
+        if isinstance(fn, Proxy) or self.in_kernel(fn) is not fn:
+            return fn, args, None
+        return None, args, None
+
+    def _take_planned(self, fn, args, kwargs, fields):
+        """The planned answer of this call, if it is the plan's next step (see :meth:`plan`); else None,
+        and the plan is dropped."""
+        step_fn, step_args, step_kwargs, step_fields, answer = self.planned[0]
+        values = self.plan_values
+
+        def same(a, b):
+            if isinstance(b, checks.Later):
+                if b.step >= len(values):
+                    return False
+                later, b = b, values[b.step]
+                if later.item is not None:  # (a tuple that the answer holds, not a proxy: indexing one is a request)
+                    b = b[later.item] if type(b) is tuple and -len(b) <= later.item < len(b) else _ABSENT
+            return a is b or (type(a) is type(b) and type(a) in (str, int, float, bool) and a == b)
+
+        if (fn is step_fn and fields == step_fields and len(args) == len(step_args)
+                and all(same(a, b) for a, b in zip(args, step_args)) and kwargs.keys() == step_kwargs.keys()
+                and all(same(kwargs[k], step_kwargs[k]) for k in kwargs)):
+            del self.planned[0]
+            values.append(answer.get("value"))
+            return answer
+        self.plans[1] += 1
+        self.planned, self.plan_values = [], []
+        return None
 
     def subclass(self, name, bases, namespace):
         """A class that a test's helper defines on a student's class, made in the kernel: its
@@ -731,15 +825,19 @@ def _globals_read(code):
     return names
 
 
-def _pure(code):
-    """True when ``code`` (and the code nested in it) writes no global or outer name and yields nothing."""
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+def _pure(code, nested=False):
+    """True when ``code`` (and the code nested in it, such as a class that it defines) writes no global
+    or outer name, and ``code`` itself yields nothing (a generator expression in it, such as ``tuple(t.grad for t in leaves)``,
+    runs within its call)."""
+    if not nested and code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return False
     writes = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "STORE_NAME", "DELETE_NAME"}
+    if nested and not code.co_flags & inspect.CO_OPTIMIZED:  # a class body in the function: its names are the class's
+        writes -= {"STORE_NAME", "DELETE_NAME"}
     own = set(code.co_cellvars)  # names of its own that nested code closes over: its to write
     if any(i.opname in writes and not (i.opname.endswith("DEREF") and i.argval in own) for i in dis.get_instructions(code)):
         return False
-    return all(_pure(c) for c in code.co_consts if isinstance(c, types.CodeType))
+    return all(_pure(c, nested=True) for c in code.co_consts if isinstance(c, types.CodeType))
 
 
 def _travels(value):
