@@ -671,14 +671,27 @@ def _without_plans(remote):
     return remote
 
 
-def test_a_checks_calls_of_the_students_code_go_to_the_kernel_in_one_request(kernel):
+@pytest.fixture()
+def own_kernel():
+    """A kernel of the test's own. The recording's codec in a kernel lives as long as the kernel, and
+    grading makes one Remote per kernel: a second Remote, as the tests above make on the module's
+    kernel, numbers its arrays afresh, and a number that an earlier Remote's array still holds in
+    the kernel (test_with_blocks_exceptions_and_array_identity_reach_the_students_objects keeps
+    one in a Box) would name that array."""
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    yield km, kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def test_a_checks_calls_of_the_students_code_go_to_the_kernel_in_one_request(own_kernel):
     """against_torch, check_vjp, check_function and check_layout send every call they will make of
     the student's code in one request (a plan), and take the answers from it; the student's code
     sees the same calls in the same order, and a wrong answer, an exception or a backward that frees
     what forward saved (read by the checks between the two) gives the same verdict as one request a call."""
     outputs, counts, seen = {}, {}, {}
     for planned in (True, False):
-        remote = student_remote(kernel, PLANNED_STUDENT)
+        remote = student_remote(own_kernel, PLANNED_STUDENT)
         remote = remote if planned else _without_plans(remote)
         requests, request = [], remote.request
         remote.request = lambda payload, **fields: (requests.append(fields), request(payload, **fields))[1]
@@ -700,22 +713,22 @@ def test_a_checks_calls_of_the_students_code_go_to_the_kernel_in_one_request(ker
     for old, new in wrong:
         student = PLANNED_STUDENT.replace(old, new)
         verdict = {planned: verdicts.run_test_cell(
-            student_remote(kernel, student) if planned else _without_plans(student_remote(kernel, student)),
+            student_remote(own_kernel, student) if planned else _without_plans(student_remote(own_kernel, student)),
             PLANNED_TEST, {}) for planned in (True, False)}
         assert verdict[True] == verdict[False] and verdict[True] and "Error" in verdict[True][0]["ename"], (new, verdict)
 
 
-def test_a_plan_that_the_checks_leave_is_asked_for_again(kernel):
+def test_a_plan_that_the_checks_leave_is_asked_for_again(own_kernel):
     """A student's function that returns an object of its own makes the checks ask for more than
     the plan holds (its array): the plan is dropped, and the calls from there on are asked one by
     one, with the same verdict."""
-    student = ("import numpy as np\nclass Lazy:\n    def __init__(self, x):\n        self.x = x\n"
+    student = ("import numpy as np\nclass Lazy:\n    def __init__(self, x):\n        self.x = np.array(x)  # (its own copy: see own_kernel)\n"
                "    def __array__(self, dtype=None, copy=None):\n        return np.tanh(self.x)\n"
                "def tanh(x):\n    return Lazy(x)\n")
     test = ("from autograder.inside import checks\n"
             "checks.against_torch('tanh', tanh, 'tanh', [checks.case(f'case {i}', checks.randn(i, 3)) for i in range(3)],"
             " check_dtype=False)\n")
-    remote = student_remote(kernel, student)
+    remote = student_remote(own_kernel, student)
     assert verdicts.run_test_cell(remote, test, {}) == []
     assert remote.plans == [1, 1]
-    assert verdicts.run_test_cell(_without_plans(student_remote(kernel, student)), test, {}) == []
+    assert verdicts.run_test_cell(_without_plans(student_remote(own_kernel, student)), test, {}) == []
