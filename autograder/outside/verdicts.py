@@ -538,14 +538,13 @@ class Remote:
         self.planned, self.plan_values = [], []
         if len(sent) < 2:
             return
-        links, calls = [], []
+        calls = []
         for n, (fn, args, kwargs, fields) in enumerate(sent):
             later = [(i, a) for i, a in enumerate(args) if isinstance(a, checks.Later)]
             if any(a.step >= n for _, a in later) or any(isinstance(v, checks.Later) for v in kwargs.values()):
-                raise ValueError("a Later argument names a step that is not before it")
-            links.append([[i, a.step, a.item] for i, a in later])
+                raise ValueError("a Later is a positional argument that names an earlier step")
             calls.append(dict(fields, fn=fn, args=tuple(None if isinstance(a, checks.Later) else a for a in args),
-                              kwargs=kwargs, links=links[-1]))
+                              kwargs=kwargs, links=[[i, a.step, a.item] for i, a in later]))
         answer = self.request({"steps": calls}, plan=True)
         answers = answer.get("answers")
         if "error" in answer or type(answers) is not list or not all(type(a) is dict for a in answers):
