@@ -1100,7 +1100,7 @@ def square_plus_offset(scale, *deltas):
     return lambda x, y: (x * x).sum() + offset_op(scale, deltas).apply(y).sum()
 
 
-def flip_twice(correct):
+def flip_times_two(correct):
     return lambda x: flip_op(correct).apply(x) * 2.0
 
 
@@ -1212,8 +1212,8 @@ for s in range(3):
     verdict(f"random MLP-like graph #{s}", mlp_like, [a, b, c], True, seed=s)
     verdict(f"random non-scalar #{s}", relu_matmul_minus_sum, [a, b + 0.1], True, seed=s)
     verdict(f"wrong at one coordinate #{s}", offset_sum(1.5, ((1, s), 0.2)), [a], False)
-    verdict(f"flip, random upstream #{s}", flip_twice(False), [a], False, seed=s)
-    verdict(f"flip, right #{s}", flip_twice(True), [a], True, seed=s)
+    verdict(f"flip, random upstream #{s}", flip_times_two(False), [a], False, seed=s)
+    verdict(f"flip, right #{s}", flip_times_two(True), [a], True, seed=s)
 verdict("third input wrong", product_plus_offset(1.0, ((2,), 0.1)),
         [checks.randn(90, 3), checks.randn(91, 3), checks.randn(92, 3)], False)
 verdict("0-d input wrong", offset_value(3.0, ((), 0.1)), [np.asarray(0.4)], False)
