@@ -82,12 +82,14 @@ def test_malformed_messages_are_refused(message):
         kernel.decode_message(message)
 
 
-@pytest.fixture(scope="module")
-def kernel():
+def _a_kernel():
     km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
     yield km, kc
     kc.stop_channels()
     km.shutdown_kernel(now=True)
+
+
+kernel = pytest.fixture(scope="module", name="kernel")(_a_kernel)
 
 
 def run(kernel, student_code, test_code):
@@ -678,10 +680,7 @@ def own_kernel():
     kernel, numbers its arrays afresh, and a number that an earlier Remote's array still holds in
     the kernel (test_with_blocks_exceptions_and_array_identity_reach_the_students_objects keeps
     one in a Box) would name that array."""
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    yield from _a_kernel()
 
 
 def test_a_checks_calls_of_the_students_code_go_to_the_kernel_in_one_request(own_kernel):

@@ -142,7 +142,7 @@ class Remote:
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
-        self.planned, self.plan_values = [], []
+        self._drop_plan()
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
         self.socket = _ZMQ.socket(zmq.PAIR)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -475,12 +475,17 @@ class Remote:
         """``fn(*args, **kwargs)`` in the kernel; ``builtin`` names one of the recording's builtins."""
         return self._answered(fn, *args, builtin=builtin, **kwargs).get("value")
 
+    def _call_fields(self, numpy_only, builtin):
+        """The settings a call's request carries (a plan's step carries the same, to be taken for it)."""
+        fields = {"numpy_only": bool(numpy_only), "depth": self.deepest is not None}
+        if builtin:
+            fields["builtin"] = builtin
+        return fields
+
     def _answered(self, fn, *args, builtin=None, **kwargs):
         """The kernel's answer to a call, once what it recorded (depth, delegation, warnings, an
         exception) has been taken in."""
-        fields = {"numpy_only": bool(self.numpy_only), "depth": self.deepest is not None}
-        if builtin:
-            fields["builtin"] = builtin
+        fields = self._call_fields(self.numpy_only, builtin)
         answer = self._take_planned(fn, args, kwargs, fields) if self.planned else None
         if answer is None:
             answer = self.request({"fn": fn, "args": args, "kwargs": kwargs}, **fields)
@@ -509,7 +514,10 @@ class Remote:
         try:
             yield
         finally:
-            self.planned, self.plan_values = [], []
+            self._drop_plan()
+
+    def _drop_plan(self):
+        self.planned, self.plan_values = [], []
 
     def _send_plan(self, steps):
         """See :meth:`plan`.
@@ -531,11 +539,8 @@ class Remote:
                 fn, args, builtin = self._request_form(fn, args)
                 if fn is None and builtin is None:
                     break  # a function that runs here: the plan ends before it
-            fields = {"numpy_only": bool(numpy_only), "depth": self.deepest is not None}
-            if builtin:
-                fields["builtin"] = builtin
-            sent.append((fn, tuple(args), dict(kwargs), fields))
-        self.planned, self.plan_values = [], []
+            sent.append((fn, tuple(args), dict(kwargs), self._call_fields(numpy_only, builtin)))
+        self._drop_plan()
         if len(sent) < 2:
             return
         calls = []
@@ -583,7 +588,7 @@ class Remote:
             values.append(answer.get("value"))
             return answer
         self.plans[1] += 1
-        self.planned, self.plan_values = [], []
+        self._drop_plan()
         return None
 
     def subclass(self, name, bases, namespace):
