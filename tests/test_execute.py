@@ -88,3 +88,70 @@ def test_nbgraders_metadata_schema_is_checked_once_here_and_still_refuses_bad_me
         bad = nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": dict(good.metadata.nbgrader, **{key: value})})
         with pytest.raises(ValidationError):
             MetadataValidator().validate_cell(bad)
+
+
+class _FakeChannel:
+    """A channel whose ``get_msg`` hands out prepared messages; ``queue.Empty`` stands for a wait that timed out."""
+
+    def __init__(self, *messages):
+        self.messages = list(messages)
+
+    async def get_msg(self, timeout=None):
+        import queue
+
+        item = self.messages.pop(0)
+        if item is queue.Empty:
+            raise queue.Empty
+        return item
+
+
+def test_the_prompt_client_is_ready_at_its_requests_idle_status_and_asks_again_when_iopub_missed_it():
+    """PromptKernelClient.wait_for_ready (autograder/outside/execute.py) returns at the idle status of its
+    own kernel_info request, reading nothing past it; a reply whose status never comes on IOPub
+    (IOPub not yet connected) makes it ask again, as jupyter_client's own does."""
+    import asyncio
+    import queue
+
+    from autograder.outside.execute import PromptKernelClient
+
+    asked = []
+    client = PromptKernelClient()
+    client.kernel_info = lambda: asked.append(f"ask-{len(asked)}") or asked[-1]
+    reply = {"msg_type": "kernel_info_reply", "content": {"protocol_version": "5.3"}}
+
+    def status(state, parent):
+        return {"msg_type": "status", "content": {"execution_state": state}, "parent_header": {"msg_id": parent}}
+
+    later = status("busy", "someone-else")
+    client._shell_channel = _FakeChannel(reply, reply)
+    client._iopub_channel = _FakeChannel(queue.Empty, status("idle", "someone-else"), status("busy", "ask-1"),
+                                         status("idle", "ask-1"), later)
+    asyncio.run(client.wait_for_ready(timeout=5))
+    assert asked == ["ask-0", "ask-1"]
+    assert client._iopub_channel.messages == [later], "it read past its request's idle status"
+
+
+def test_the_prompt_client_runs_a_kernel_and_retries_connections_soon():
+    from jupyter_client import AsyncKernelManager
+    import zmq
+
+    from autograder.outside.execute import PromptKernelClient
+
+    async def run():
+        km = AsyncKernelManager(kernel_name="python3", client_class="autograder.outside.execute.PromptKernelClient")
+        await km.start_kernel()
+        kc = km.client()
+        try:
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+            assert type(kc) is PromptKernelClient
+            assert kc.shell_channel.socket.getsockopt(zmq.RECONNECT_IVL) == PromptKernelClient.reconnect_ms
+            reply = await kc.execute_interactive("x = 6 * 7", timeout=60)
+            assert reply["content"]["status"] == "ok"
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    import asyncio
+
+    asyncio.run(run())

@@ -204,3 +204,26 @@ def test_each_student_draws_own_hidden_cases_and_the_reference_keeps_full_marks(
     printed = {s: _printed_seed(tmp_path, s) for s in students}
     assert printed == {s: checks.mix_seed(sandbox.seed_for(SEEDED, s), "probe") for s in students}
     assert len(set(printed.values())) == len(students)
+
+
+def test_a_worker_opens_the_gradebook_on_one_engine_and_each_opening_still_works(tmp_path, monkeypatch):
+    """nbgrader opens the gradebook about ten times a notebook; in a worker every opening takes the one
+    engine of the database (worker._share_gradebook_engines), which nbgrader's close disposes of and
+    the next opening uses again."""
+    from nbgrader import api
+
+    from autograder.outside import state, worker
+
+    monkeypatch.setattr(api, "create_engine", api.create_engine)  # put back after the test
+    worker._share_gradebook_engines()
+    url = state.sqlite_url(tmp_path)
+    with api.Gradebook(url) as gb:
+        gb.add_student("ada")
+        first = gb.engine
+    with api.Gradebook(url) as gb:
+        assert gb.engine is first
+        assert gb.find_student("ada").id == "ada"
+        gb.add_student("bob")
+    assert state.shared_engine(url, echo=False, future=True) is first
+    state.save(url, "1.1-affine-logits", state.Record("bob", "f" * 64, "graded"))
+    assert state.load(url, "1.1-affine-logits")["bob"].status == "graded"

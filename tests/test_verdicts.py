@@ -731,3 +731,20 @@ def test_a_plan_that_the_checks_leave_is_asked_for_again(own_kernel):
     assert verdicts.run_test_cell(remote, test, {}) == []
     assert remote.plans == [1, 1]
     assert verdicts.run_test_cell(_without_plans(student_remote(own_kernel, student)), test, {}) == []
+
+
+def test_what_a_worker_works_out_once_of_a_tests_function_follows_its_cell():
+    """What the grader works out of a test's function (its text, whether it only computes, the names it
+    reads) is kept for the worker's life, for every notebook of the class: keyed by the code and its
+    cell's syntax tree, so that the same code in a cell that hides it is never sent."""
+    visible = "x = 0\ndef helper(a):\n    return a + 1\n"
+    hidden = "### BEGIN HIDDEN TESTS\ndef helper(a):\n    return a + 1\n"
+    codes = []
+    for i, source in enumerate((visible, hidden)):
+        namespace = {}
+        exec(compile(source, f"<test cell {i}>", "exec"), namespace)
+        codes.append(namespace["helper"].__code__)
+    assert codes[0] == codes[1], "the same code: only its cell tells them apart"
+    shown, kept = (verdicts._code_facts(code, *verdicts._parsed(source)) for code, source in zip(codes, (visible, hidden)))
+    assert shown == (("helper", "def helper(a):\n    return a + 1"), True, [])
+    assert kept == (None, True, [])

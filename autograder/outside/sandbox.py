@@ -543,7 +543,8 @@ class Sandbox:
         Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.outside.execute.ResetCellMetadata` and
         :class:`autograder.outside.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook`` and ``BoundedExecute.source_notebook``,
         ``Execute.kernel_name``, ``.extra_arguments`` (the student seed, :func:`seed_for`) and
-        ``.shutdown_kernel``, and ``KernelManager.transport``, ``.connection_file`` and ``.ip``.
+        ``.shutdown_kernel``, ``KernelManager.transport``, ``.connection_file`` and ``.ip``, and
+        ``AsyncKernelManager.client_class`` (:class:`autograder.outside.execute.PromptKernelClient`).
         """
         from .execute import AUTOGRADE_PREPROCESSORS  # nbgrader: loaded by the worker, never by the grader
 
@@ -563,6 +564,7 @@ class Sandbox:
         config.Execute.extra_arguments = [f"--seed={seed_for(job['assignment'], job['student'])}"]
         config.Execute.shutdown_kernel = "immediate"  # the zygote stops what is left of the kernel
         config.KernelManager.transport = "ipc"
+        config.AsyncKernelManager.client_class = "autograder.outside.execute.PromptKernelClient"
         config.KernelManager.connection_file = str(self.dirs["conn"] / "kernel.json")
         config.KernelManager.ip = str(self.dirs["conn"] / "kernel-ipc")
 

@@ -43,8 +43,22 @@ def sqlite_url(course_root):
     return f"sqlite:///{course_root}/gradebook.db?timeout=60"
 
 
+_engines = {}
+
+
+def shared_engine(db_url, **kwargs):
+    """One SQLAlchemy engine per database URL (and settings) in this process, so that each
+    statement is compiled once: a grading worker opens the gradebook a dozen times a notebook
+    (this module, and nbgrader's ``Gradebook`` in its converter and preprocessors, which the
+    worker points here). Disposing of the engine closes its connections and keeps it usable."""
+    key = (str(db_url), tuple(sorted(kwargs.items())))
+    if key not in _engines:
+        _engines[key] = sa.create_engine(db_url, **kwargs)
+    return _engines[key]
+
+
 def _engine(db_url):
-    engine = sa.create_engine(db_url)
+    engine = shared_engine(db_url)
     _metadata.create_all(engine)
     return engine
 

@@ -125,7 +125,6 @@ class Remote:
         self.kept = {}
         self.unkept = []  # what the kernel keeps that the next message tells it to forget
         self.read_names = {}  # the tests' class: the attributes of its objects that the kernel kept
-        self.code_facts = {}  # a test function's code object: what _ship needs to know of it
         self.statics = {}  # (class handle, name): a function of the class, for this test cell
         self.planned = []  # what a plan's request ran ahead (:meth:`plan`), for the calls still to ask for it
         self.plan_values = []  # the values of the plan's steps taken so far, for its Later arguments
@@ -414,16 +413,8 @@ class Remote:
         return (*found, values, numpy_names)
 
     def _code_facts(self, code):
-        """``(text, pure, names read)`` of a test's function (see :meth:`_ship`), worked out once per
-        code object: a helper that a test calls in a loop is sent each time, and its text is found
-        by walking the whole cell's syntax tree."""
-        facts = self.code_facts.get(code)
-        if facts is None:
-            tree, hidden = self.trees.get(code.co_filename, (None, 0))
-            facts = (_function_text(code, tree, hidden), _pure(code), sorted(set(code.co_freevars) | _globals_read(code)))
-            if tree is not None:
-                self.code_facts[code] = facts
-        return facts
+        """``(text, pure, names read)`` of a test's function (see :meth:`_ship`)."""
+        return _code_facts(code, *self.trees.get(code.co_filename, (None, 0)))
 
     def _goes(self, value, outer):
         """True for a value that a function going to the kernel may read (see :meth:`_ship`)."""
@@ -801,6 +792,16 @@ class Method:
         return repr(self.resolve())
 
 
+@functools.lru_cache(maxsize=4096)
+def _code_facts(code, tree, hidden):
+    """:meth:`Remote._code_facts` of a function, of a test cell (its syntax ``tree``) or not (None), worked
+    out once per worker: the checks offer each function they call to the kernel, a helper that a
+    test calls in a loop is sent each time, its text is found by walking the whole cell's syntax
+    tree, and every notebook of a class runs the same test cells. A code object is equal to the
+    same code compiled again, and :func:`_parsed` gives each cell's text one tree."""
+    return _function_text(code, tree, hidden), _pure(code), sorted(set(code.co_freevars) | _globals_read(code))
+
+
 def _function_text(code, tree, hidden):
     """``("lambda", text)`` or ``(name, text)`` of the function of ``code`` in a test cell's syntax tree,
     when it is a lambda alone on its line or an undecorated ``def``, wholly above the hidden part; else None."""
@@ -887,22 +888,35 @@ def _derives_from_student(node, namespace):
     return any(isinstance(b, ast.Name) and isinstance(namespace.get(b.id), Proxy) for c in classes for b in c.bases)
 
 
+@functools.lru_cache(maxsize=512)
+def _parsed(source):
+    """A test cell's syntax tree and the number of its first hidden line: shared, never changed."""
+    return ast.parse(source), hidden_line(source)
+
+
+@functools.lru_cache(maxsize=512)
+def _cell_code(source, filename, left_out):
+    """The code of a test cell's module without its top-level statements ``left_out`` (their numbers),
+    its last expression bound to :data:`RESULT`; compiled once per worker."""
+    tree = ast.parse(source)
+    tree.body = [node for i, node in enumerate(tree.body) if i not in left_out]
+    return compile(_with_result(tree), filename, "exec")
+
+
 def _define_subclasses(remote, source, namespace):
-    """The cell's module, without its top-level classes that derive from a student's class and
-    its top-level functions that make such classes: each of those is made in the kernel
-    (``define``) and bound here as a proxy. Their text (test scaffolding, such as a stand-in
-    operation) enters the kernel; the build keeps them out of hidden parts."""
-    tree, hidden = ast.parse(source), hidden_line(source)
-    body = []
-    for node in tree.body:
+    """The numbers of the cell's top-level classes that derive from a student's class and of its
+    top-level functions that make such classes, which the cell's module leaves out: each of those
+    is made in the kernel (``define``) and bound here as a proxy. Their text (test scaffolding, such
+    as a stand-in operation) enters the kernel; the build keeps them out of hidden parts."""
+    tree, hidden = _parsed(source)
+    left_out = []
+    for i, node in enumerate(tree.body):
         if _derives_from_student(node, namespace):
             _refuse_hidden(node, hidden)
             namespace[node.name] = remote.call(None, ast.get_source_segment(source, node), node.name,
                                                builtin="define")
-        else:
-            body.append(node)
-    tree.body = body
-    return tree
+            left_out.append(i)
+    return tuple(left_out)
 
 
 def _bind_names(namespace, kernel):
@@ -955,8 +969,8 @@ def run_test_cell(remote, source, namespace, seconds=None):
         _bind_names(namespace, remote.names())
         before = dict(namespace)
         filename = f"<test cell {len(remote.trees) + 1}>"
-        remote.trees[filename] = ast.parse(source), hidden_line(source)
-        code = compile(_with_result(_define_subclasses(remote, source, namespace)), filename, "exec")
+        remote.trees[filename] = _parsed(source)
+        code = _cell_code(source, filename, _define_subclasses(remote, source, namespace))
         checks._REMOTE = remote
         with contextlib.redirect_stdout(out), warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -118,6 +118,17 @@ def _sandbox_for(job):
     return _sandbox
 
 
+def _share_gradebook_engines():
+    """nbgrader's ``Gradebook`` makes a new SQLAlchemy engine each time it opens (about ten times a
+    notebook), which compiles every statement again; in a worker it takes the one engine of the
+    database (:func:`autograder.outside.state.shared_engine`)."""
+    from nbgrader import api
+
+    from . import state
+
+    api.create_engine = state.shared_engine
+
+
 def grade_one(job):
     """Grade one submission and save its state row; return the state record as a dict."""
     from traitlets.config import Config
@@ -147,6 +158,7 @@ def grade_one(job):
         except (RuntimeError, OSError) as exc:
             reason = f"the grading sandbox could not take this submission: {exc}" if isinstance(exc, OSError) else str(exc)
         else:
+            _share_gradebook_engines()
             api = nbgrader_api(root, job["db_url"], config=config)
             result = api.autograde(job["assignment"], job["student"], force=True, create=True)
             if not result["success"]:
