@@ -227,3 +227,26 @@ def test_a_worker_opens_the_gradebook_on_one_engine_and_each_opening_still_works
     assert state.shared_engine(url, echo=False, future=True) is first
     state.save(url, "1.1-affine-logits", state.Record("bob", "f" * 64, "graded"))
     assert state.load(url, "1.1-affine-logits")["bob"].status == "graded"
+
+
+def test_the_workers_that_start_while_the_assignment_is_registered_stop_when_that_fails(mixed_class, tmp_path,
+                                                                                        monkeypatch):
+    """The workers start (and import torch and nbgrader) while the grader registers the assignment in
+    the gradebook; when registering fails, the run stops with its message and no worker is left."""
+    db_url = state.sqlite_url(tmp_path)
+    _course(tmp_path, {"reference": mixed_class["reference"], "blank": mixed_class["blank"]}, db_url)
+    started = []
+    start = grader._Worker.__init__
+
+    def spy(self, *args, **kwargs):
+        start(self, *args, **kwargs)
+        started.append(self.proc)
+
+    def refuse(*args):
+        raise SystemExit("the gradebook refused the assignment")
+
+    monkeypatch.setattr(grader._Worker, "__init__", spy)
+    monkeypatch.setattr(grader, "ensure_registered", refuse)
+    with pytest.raises(SystemExit, match="refused"):
+        grader.grade(tmp_path, AID, _options(db_url, force=True))
+    assert len(started) == 2 and all(proc.poll() is not None for proc in started)

@@ -99,9 +99,10 @@ def _run_lock(course_root, assignment_id):
 class _Worker:
     """A worker process, the job it is on, and when that job started."""
 
-    def __init__(self, log):
+    def __init__(self, log, in_kernel=False):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.outside.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "autograder.outside.worker", *(["--in-kernel"] if in_kernel else [])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=log, env=nbgrader_env(), start_new_session=True, text=True, bufsize=1)
         self.job = None
         self.started = 0.0
@@ -131,7 +132,8 @@ def grade(course_root, assignment_id, options=None):
     db_url = options.db_url or state.sqlite_url(root)
     with _run_lock(root, assignment_id):
         sandbox.preflight()
-        ensure_registered(root, assignment_id, db_url)
+        if not BY_ID[assignment_id].source_path(root).is_file():
+            ensure_registered(root, assignment_id, db_url)  # without the source: says what to run
         jobs, _ = plan(root, assignment_id, db_url, options.force, options.in_kernel)
         for job in jobs:
             job.update(cell_timeout=options.cell_timeout, memory_mb=options.memory_mb, nproc=options.nproc,
@@ -139,10 +141,12 @@ def grade(course_root, assignment_id, options=None):
         if options.cluster:
             from . import cluster
 
+            ensure_registered(root, assignment_id, db_url)
             with _progress(len(jobs), options.progress) as bar:
                 cluster.grade(root, jobs, options, bar)
         else:
-            _run(root, jobs, options)
+            # the workers start (and import torch and nbgrader) while this process registers the assignment
+            _run(root, jobs, options, before_first_job=lambda: ensure_registered(root, assignment_id, db_url))
     return state.load(db_url, assignment_id)
 
 
@@ -176,7 +180,8 @@ def _progress(total, enabled):
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
 
 
-def _run(root, jobs, options):
+def _run(root, jobs, options, before_first_job):
+    """Grade ``jobs`` on a pool of workers; ``before_first_job()`` runs once the workers have started."""
     log_dir = root / ".autograder" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     queue = list(jobs)
@@ -184,11 +189,11 @@ def _run(root, jobs, options):
     with open(log_dir / "workers.log", "a") as log, _progress(len(jobs), options.progress) as bar:
         workers = []
 
-        def start_worker():
-            w = _Worker(log)
+        def start_worker(send=True):
+            w = _Worker(log, options.in_kernel)
             sel.register(w.proc.stdout, selectors.EVENT_READ, w)
             workers.append(w)
-            if queue:
+            if send and queue:
                 w.send(queue.pop(0))
 
         def retire(w):
@@ -197,7 +202,15 @@ def _run(root, jobs, options):
             w.kill()
 
         for _ in range(min(options.workers, len(queue))):
-            start_worker()
+            start_worker(send=False)
+        try:
+            before_first_job()
+        except BaseException:
+            for w in list(workers):
+                retire(w)
+            raise
+        for w in workers:
+            w.send(queue.pop(0))
         while any(w.job for w in workers):
             for key, _ in sel.select(timeout=1.0):
                 w = key.data

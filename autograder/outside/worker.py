@@ -1,7 +1,8 @@
 """One grading worker: ``python -m autograder.outside.worker``, driven by :mod:`autograder.outside.grader`.
 
 It reads jobs, one JSON object a line, on stdin, grades each with ``NbGraderAPI.autograde``
-(nbgrader is imported once per worker, not once per notebook), records the outcome in the
+(nbgrader, and torch for trusted verdicts, are imported once per worker, at its start, while the
+grader registers the assignment: :func:`_warm`), records the outcome in the
 state table, and answers with one JSON line per job on its protocol channel. Everything else
 that nbgrader, jupyter or a kernel may print goes to stderr, never into the protocol.
 
@@ -118,6 +119,27 @@ def _sandbox_for(job):
     return _sandbox
 
 
+def _bind_torch():
+    """torch and the checks' warm-up, once per worker: not in the first test cell's time."""
+    from autograder.inside import checks
+
+    checks._bind_torch()
+    # one thread: the workers already use every core, and torch's second thread spinning
+    # against this worker's own kernel made its oracles 10x slower under load
+    checks.torch.set_num_threads(1)
+
+
+def _warm(in_kernel):
+    """Import what every job needs before the first one comes, while the grader registers the
+    assignment: nbgrader and its grading pipeline, and (trusted verdicts) torch and the checks."""
+    from nbgrader.apps import NbGraderAPI  # noqa: F401
+
+    from . import execute  # noqa: F401
+
+    if not in_kernel:
+        _bind_torch()
+
+
 def _share_gradebook_engines():
     """nbgrader's ``Gradebook`` makes a new SQLAlchemy engine each time it opens (about ten times a
     notebook), which compiles every statement again; in a worker it takes the one engine of the
@@ -146,12 +168,7 @@ def grade_one(job):
         config.Execute.timeout = job["cell_timeout"]
         config.BoundedExecute.trusted_tests = trusted(job)
         if trusted(job):
-            from autograder.inside import checks
-
-            checks._bind_torch()  # torch and its warm-up, once per worker: not in the first test cell's time
-            # one thread: the workers already use every core, and torch's second thread spinning
-            # against this worker's own kernel made its oracles 10x slower under load
-            checks.torch.set_num_threads(1)
+            _bind_torch()
         try:
             _sandbox_for(job).prepare(config, job)
             _cap_memory(job)
@@ -182,6 +199,7 @@ def main():
     _die_with_parent()
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else printed to stdout lands on stderr
+    _warm("--in-kernel" in sys.argv[1:])
     for line in sys.stdin:
         job = json.loads(line)
         channel.write(json.dumps(grade_one(job)) + "\n")
