@@ -10,6 +10,7 @@ import time
 import nbformat
 from nbclient import NotebookClient
 
+import kernels
 from autograder.inside.output_widget import OutputWidget
 from autograder.outside.execute import BoundedExecute
 
@@ -31,7 +32,7 @@ def test_the_grader_uses_the_fixed_output_widget():
 
 def test_no_cell_waits_for_its_time_limit_while_an_output_widget_syncs():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(CELL)])
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3")
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", config=kernels.ipc_config())
     client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = OutputWidget
     slow = []
     with client.setup_kernel():
@@ -138,7 +139,8 @@ def test_the_prompt_client_runs_a_kernel_and_retries_connections_soon():
     from autograder.outside.execute import PromptKernelClient
 
     async def run():
-        km = AsyncKernelManager(kernel_name="python3", client_class="autograder.outside.execute.PromptKernelClient")
+        km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=kernels.ipc_ip(),
+                                client_class="autograder.outside.execute.PromptKernelClient")
         await km.start_kernel()
         kc = km.client()
         try:

@@ -5,9 +5,9 @@ import subprocess
 import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import start_new_kernel
 from nbclient import NotebookClient
 
+import kernels
 from autograder.inside import output_widget
 from autograder.outside import build, release, solutions, template
 from autograder.outside.course import ROOT, authored
@@ -19,7 +19,7 @@ UNITS = authored()
 def kernel_metadata():
     """What JupyterLab writes into a notebook when its kernel starts: the kernelspec's name,
     display name and language, and the kernel's language_info (from its kernel_info reply)."""
-    km, kc = start_new_kernel(kernel_name="python3")
+    km, kc = kernels.start_new_kernel()
     try:
         kc.kernel_info()
         language_info = kc.get_shell_msg(timeout=30)["content"]["language_info"]
@@ -59,7 +59,7 @@ def blank_run(request, tmp_path_factory):
     a = next(u for u in UNITS if u.id == request.param)
     nb = nbformat.read(a.release_path(), as_version=4)
     # nbclient's own Output-widget mimic can leave a cell's reply unread until its time limit
-    output_widget.install(NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+    output_widget.install(NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, config=kernels.ipc_config(),
                                          resources={"metadata": {"path": str(tmp_path_factory.mktemp("blank"))}})).execute()
     return nb
 

@@ -2,10 +2,10 @@
 import json
 import types
 
-import jupyter_client
 import numpy as np
 import pytest
 
+import kernels
 from autograder.outside import verdicts
 from autograder.inside.wire import Codec, WireError
 
@@ -83,7 +83,7 @@ def test_malformed_messages_are_refused(message):
 
 
 def _a_kernel():
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    km, kc = kernels.start_new_kernel()
     yield km, kc
     kc.stop_channels()
     km.shutdown_kernel(now=True)
@@ -518,7 +518,7 @@ def test_references_are_let_go_on_both_sides():
     """Objects that crossed live only as long as the other side holds them: a long run of calls keeps
     only a few alive, so that no message compares every buffer ever sent. (A kernel of its own: the
     grader talks to a kernel through one Remote, and callback numbers are that Remote's.)"""
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    km, kc = kernels.start_new_kernel()
     student = "def each(make, n):\n    return sum(float(make(i).data[0]) for i in range(n))\n"
     assert kc.execute_interactive(student, timeout=60, output_hook=lambda msg: None)["content"]["status"] == "ok"
     test = ("class Box:\n    lends = frozenset({'data'})\n    def __init__(self, i):\n        self.data = np.full(3, float(i))\n"
