@@ -384,7 +384,7 @@ class Remote:
         if type(obj) is not types.FunctionType or obj in outer:
             return None
         code = obj.__code__
-        found, pure, names = self._code_facts(code)
+        found, pure, names = _code_facts(code, *self.trees.get(code.co_filename, (None, 0)))
         if found is None or not pure:
             return None
         try:
@@ -411,10 +411,6 @@ class Remote:
                 return None
             values.update(zip(DEFAULTS, defaults))
         return (*found, values, numpy_names)
-
-    def _code_facts(self, code):
-        """``(text, pure, names read)`` of a test's function (see :meth:`_ship`)."""
-        return _code_facts(code, *self.trees.get(code.co_filename, (None, 0)))
 
     def _goes(self, value, outer):
         """True for a value that a function going to the kernel may read (see :meth:`_ship`)."""
@@ -794,7 +790,7 @@ class Method:
 
 @functools.lru_cache(maxsize=4096)
 def _code_facts(code, tree, hidden):
-    """:meth:`Remote._code_facts` of a function, of a test cell (its syntax ``tree``) or not (None), worked
+    """``(text, pure, names read)`` of a function (see :meth:`Remote._ship`), of a test cell (its syntax ``tree``) or not (None), worked
     out once per worker: the checks offer each function they call to the kernel, a helper that a
     test calls in a loop is sent each time, its text is found by walking the whole cell's syntax
     tree, and every notebook of a class runs the same test cells. A code object is equal to the
