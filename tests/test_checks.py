@@ -5,7 +5,10 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import strategies
 from autograder.inside import checks
 
 
@@ -132,6 +135,52 @@ def test_numerical_vjp_matches_torch_autograd():
     (torch.tanh(t) * t).backward(torch.from_numpy(g))
     # Central differences with h = 1e-6 in float64: error below ~1e-9 for this smooth f.
     np.testing.assert_allclose(checks.numerical_vjp(f, [x], 0, g), t.grad.numpy(), rtol=1e-6, atol=1e-8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(strategies.broadcast_pairs(), st.data(), st.sampled_from(["mul", "div", "sub", "matmul"]))
+def test_batched_central_differences_equal_the_loop(shapes, data, op):
+    """The grader's central differences of a torch forward run every coordinate's two calls in one
+    vmap batch (checks._fd_of_torch): the same perturbed inputs as the loop, so the same values to
+    rounding. A batch may round a result r differently (a batched matmul): by an ulp, about
+    1e-16 |r|, which the central difference divides by 2 eps = 2e-6. With |y| >= 1 for div, |r|
+    stays below about 20, so the two agree within 1e-8, against the 1e-6 (absolute) and 1e-5
+    (relative) at which central differences are compared."""
+    a_shape, b_shape = ((3, 4), (4, 2)) if op == "matmul" else shapes
+    x = np.asarray(data.draw(strategies.strided_arrays(a_shape)))
+    y = np.asarray(data.draw(strategies.strided_arrays(b_shape)))
+    y = np.where(y >= 0, y + 1, y - 1) if op == "div" else y
+    fn = checks.oracle(op)
+    g = np.random.default_rng(0).standard_normal(tuple(fn(torch.as_tensor(x), torch.as_tensor(y)).shape))
+    loop = checks._numpy_forward(fn, {})
+    for i in (0, 1):
+        batched = checks._fd_of_torch(fn, {}, [x, y], i, g)
+        assert batched.shape == np.shape([x, y][i]) and batched.dtype == np.float64
+        np.testing.assert_allclose(batched, checks.numerical_vjp(loop, [x, y], i, g), rtol=0, atol=1e-8)
+
+
+def test_batched_central_differences_call_the_forward_once_a_batch_and_fall_back_to_the_loop():
+    """Batched, a 3 x 4 input costs one call of the forward, not 24; a forward that vmap cannot batch
+    (it reads a value with .item()) gets the loop's 2 calls a coordinate, and its values."""
+    calls = []
+
+    def tanh(t):
+        calls.append(t.shape)
+        return torch.tanh(t)
+
+    x, g = checks.randn(3, 3, 4), checks.randn(4, 3, 4)
+    np.testing.assert_allclose(checks._fd_of_torch(tanh, {}, [x], 0, g), g * (1 - np.tanh(x) ** 2), atol=1e-8)
+    assert len(calls) == 1, calls
+    reads = []
+
+    def squared_sum(t):
+        reads.append(float(t.sum().item()))
+        return torch.tensor(reads[-1] ** 2, dtype=torch.float64)
+
+    x = checks.randn(5, 10)
+    numeric = checks._fd_of_torch(squared_sum, {}, [x], 0, np.ones(()))
+    assert len(reads) == 2 * x.size  # (vmap refused before the function read anything)
+    np.testing.assert_allclose(numeric, np.full(10, 2 * x.sum()), atol=1e-6)
 
 
 def test_strided_gives_a_non_contiguous_view_with_equal_values():

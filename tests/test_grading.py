@@ -72,11 +72,17 @@ def test_catalogue_is_big_enough(aid):
     assert any("torch" in (v.code or v.replace or "") for v in variants if v.is_mistake), "no torch delegation"
 
 
+def _lost(aid, student):
+    """``{cell: (score, max, the error the cell ended in)}`` for each cell where ``student`` lost points."""
+    scores = grades(aid)[student]
+    messages = _MESSAGES[aid].get(student, {})
+    return {k: (*s, messages.get(k, "no error")) for k, s in scores.items() if s[0] != s[1]}
+
+
 @pytest.mark.parametrize("aid", UNIT_PARAMS)
 def test_reference_scores_full_marks(aid):
-    scores = grades(aid)["reference"]
-    assert scores
-    lost = {k: s for k, s in scores.items() if s[0] != s[1]}
+    assert grades(aid)["reference"]
+    lost = _lost(aid, "reference")
     assert not lost, f"the reference solution lost points: {lost}"
 
 
@@ -96,8 +102,7 @@ def test_mistake_loses_points(aid, variant):
 
 @pytest.mark.parametrize("aid, variant", _variant_params("alternative"))
 def test_correct_alternative_keeps_full_marks(aid, variant):
-    scores = grades(aid)[grading.student_name(variant)]
-    lost = {k: s for k, s in scores.items() if s[0] != s[1]}
+    lost = _lost(aid, grading.student_name(variant))
     assert not lost, f"{variant.name} is correct but lost points: {lost}"
 
 
