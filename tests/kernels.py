@@ -18,27 +18,23 @@ from traitlets.config import Config
 _folder = []
 
 
-def ipc_ip():
-    """The ``ip`` of an ipc kernel: a path prefix in a folder of this process's own; jupyter_client
-    numbers the socket files after it, skipping any that exist."""
+def ipc_config():
+    """A traitlets Config that puts the kernel managers given it (nbclient's, or one made here) on
+    ipc, with their sockets under a folder of this process's own (jupyter_client numbers the
+    socket files after ``ip``, skipping any that exist)."""
     if not _folder:
         _folder.append(tempfile.mkdtemp(prefix="kernels-"))
         atexit.register(shutil.rmtree, _folder[0], ignore_errors=True)
-    return f"{_folder[0]}/kernel"
-
-
-def ipc_config():
-    """A traitlets Config that puts the kernel managers it reaches (nbclient's) on ipc."""
     config = Config()
     config.KernelManager.transport = "ipc"
-    config.KernelManager.ip = ipc_ip()
+    config.KernelManager.ip = f"{_folder[0]}/kernel"
     return config
 
 
 def start_new_kernel():
     """jupyter_client's ``start_new_kernel`` for ``python3``, on ipc: a started manager and a ready
     client."""
-    km = jupyter_client.KernelManager(kernel_name="python3", transport="ipc", ip=ipc_ip())
+    km = jupyter_client.KernelManager(kernel_name="python3", config=ipc_config())
     km.start_kernel()
     kc = km.client()
     kc.start_channels()

@@ -139,7 +139,7 @@ def test_the_prompt_client_runs_a_kernel_and_retries_connections_soon():
     from autograder.outside.execute import PromptKernelClient
 
     async def run():
-        km = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=kernels.ipc_ip(),
+        km = AsyncKernelManager(kernel_name="python3", config=kernels.ipc_config(),
                                 client_class="autograder.outside.execute.PromptKernelClient")
         await km.start_kernel()
         kc = km.client()

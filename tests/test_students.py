@@ -59,8 +59,8 @@ def blank_run(request, tmp_path_factory):
     a = next(u for u in UNITS if u.id == request.param)
     nb = nbformat.read(a.release_path(), as_version=4)
     # nbclient's own Output-widget mimic can leave a cell's reply unread until its time limit
-    output_widget.install(NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, config=kernels.ipc_config(),
-                                         resources={"metadata": {"path": str(tmp_path_factory.mktemp("blank"))}})).execute()
+    output_widget.install(NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                                         config=kernels.ipc_config(), resources={"metadata": {"path": str(tmp_path_factory.mktemp("blank"))}})).execute()
     return nb
 
 
