@@ -53,6 +53,7 @@ import types
 import warnings
 from contextlib import contextmanager as _contextmanager
 from dataclasses import dataclass, field
+from functools import partial as _partial
 
 import numpy as np
 
@@ -214,7 +215,8 @@ class Case:
     args: tuple
     kwargs: dict = field(default_factory=dict)
 
-    def describe(self):
+    def describe(self, context=""):
+        """``case 'label' with (arguments)`` and ``context``: the words a failure message names it by."""
         parts = []
         for a in self.args:
             if isinstance(a, _ndarray):
@@ -223,7 +225,7 @@ class Case:
             else:
                 parts.append(repr(a))
         parts += [f"{k}={v!r}" for k, v in self.kwargs.items()]
-        return f"case '{self.label}' with ({', '.join(parts)})"
+        return f"case '{self.label}' with ({', '.join(parts)}){context}"
 
 
 def case(label, *args, **kwargs):
@@ -584,17 +586,20 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
     ``hints`` are callables ``hint(got, expected) -> str | None`` for mistakes specific to one
     exercise; the first one that answers is appended to the message, before the generic hints.
     """
-    where = f"[{task}] {case}: " if case else f"[{task}] "
+    def where():  # ``case`` may be a function that names it: called only for a failure message
+        text = case() if callable(case) else case
+        return f"[{task}] {text}: " if text else f"[{task}] "
+
     if _is_tensor(got):
-        raise CheckFailure(f"{where}{name} is a torch.Tensor; return a NumPy array.")
+        raise CheckFailure(f"{where()}{name} is a torch.Tensor; return a NumPy array.")
     if got is None:
-        raise CheckFailure(f"{where}{name} is None; did the function forget to return a value?")
+        raise CheckFailure(f"{where()}{name} is None; did the function forget to return a value?")
     got_arr = _asarray(got)
     exp_arr = _asarray(expected)
     if got_arr.dtype == object or not (_issubdtype(got_arr.dtype, _number) or got_arr.dtype == _bool_):
-        raise CheckFailure(f"{where}{name} has dtype {got_arr.dtype}; expected a numeric array.")
+        raise CheckFailure(f"{where()}{name} has dtype {got_arr.dtype}; expected a numeric array.")
     if got_arr.shape != exp_arr.shape:
-        msg = f"{where}{name} has shape {tuple(got_arr.shape)}, expected {tuple(exp_arr.shape)}."
+        msg = f"{where()}{name} has shape {tuple(got_arr.shape)}, expected {tuple(exp_arr.shape)}."
         try:
             stretched = _broadcast_shapes(got_arr.shape, exp_arr.shape) == got_arr.shape
         except ValueError:
@@ -612,14 +617,17 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
         else:
             cause = "look for a float64 constant or array that promotes the result."
         raise CheckFailure(
-            f"{where}{name} has dtype {got_arr.dtype}, expected {exp_arr.dtype}. PyTorch keeps the input's "
+            f"{where()}{name} has dtype {got_arr.dtype}, expected {exp_arr.dtype}. PyTorch keeps the input's "
             f"dtype (float32 in, float32 out); {cause}")
     if rtol is None or atol is None:
         key = "float32" if exp_arr.dtype == _float32 else "float64"
         rtol = DEFAULT_TOL[key][0] if rtol is None else rtol
         atol = DEFAULT_TOL[key][1] if atol is None else atol
-    g = got_arr.astype(_float64)
-    e = exp_arr.astype(_float64)
+    g = got_arr.astype(_float64, copy=False)
+    e = exp_arr.astype(_float64, copy=False)
+    with _errstate(invalid="ignore", over="ignore"):  # every element finite and close: nothing more to look at
+        if _np_all(_abs(g - e) <= atol + rtol * _abs(e)):
+            return
     ok = _close(g, e, rtol, atol)
     if _np_all(ok):
         return
@@ -628,7 +636,7 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
     excess = _where(_isnan(excess), _inf, excess)
     idx = _unravel(int(_argmax(excess)), g.shape) if g.ndim else ()
     bad = int(_np_sum(~ok))
-    msg = (f"{where}{name} differs from the expected value in {bad} of {g.size} element(s). "
+    msg = (f"{where()}{name} differs from the expected value in {bad} of {g.size} element(s). "
            f"Worst at index {_fmt_index(idx)}: expected {float(e[idx])!r}, got {float(g[idx])!r} "
            f"(tolerance: |got - expected| <= {atol:g} + {rtol:g} * |expected|).")
     for hint in tuple(hints):
@@ -704,7 +712,7 @@ def _compare_outputs(task, c, got, expected, rtol, atol, check_dtype, hints, kin
         raise CheckFailure(f"[{task}] {c.describe()}: returned {len(got_t)} value(s), expected {len(exp)}.")
     for i, (g, e) in enumerate(zip(got_t, exp)):
         name = names[i] if names else ("output" if len(exp) == 1 else f"output [{i}]")
-        assert_close(g, _to_numpy(e), task=task, case=c.describe(), name=name, rtol=rtol, atol=atol,
+        assert_close(g, _to_numpy(e), task=task, case=c.describe, name=name, rtol=rtol, atol=atol,
                      check_dtype=check_dtype, kind=kind, hints=hints)
 
 
@@ -793,12 +801,12 @@ def _check_grads(task, c, got, args, wrt, expected, torch_fn, grad_out, hints, f
                            f"{len(wrt)} input(s); return one gradient per input, in argument order.")
     for k, i in enumerate(wrt):
         label = f"grad of {names[i] if names else f'input {i}'} (shape {tuple(args[i].shape)})"
-        assert_close(got[k], expected[k], task=task, case=c.describe() + " vs torch autograd",
+        assert_close(got[k], expected[k], task=task, case=_partial(c.describe, " vs torch autograd"),
                      name=label, kind="grad", hints=hints)
         if fd:
             numeric = _fd_of_torch(torch_fn, c.kwargs, list(args), i, grad_out)
             rtol, atol = DEFAULT_TOL["fd"]
-            assert_close(got[k], numeric, task=task, case=c.describe() + " vs central differences",
+            assert_close(got[k], numeric, task=task, case=_partial(c.describe, " vs central differences"),
                          name=label, rtol=rtol, atol=atol, check_dtype=False, kind="grad", hints=hints)
 
 
@@ -872,7 +880,7 @@ def _check_vjp_case(task, backward_fn, torch_fn, c, args, w, g_out, expected, ca
     again = call(*calls[-1])
     rtol, atol = _layout_tol(args[w[0]].dtype)
     for k, i in enumerate(w):
-        assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
+        assert_close(again[k], got[k], task=task, case=_partial(c.describe, " with non-contiguous inputs"),
                      name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol, kind="grad")
 
 
@@ -1010,10 +1018,10 @@ def _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, 
     ctx_s, out_s = forward(inputs[2])
     again = _outputs(_run_case(task, c, backward, ctx_s, g_out, numpy_only=numpy_only))
     rtol, atol = _layout_tol(_asarray(out).dtype)
-    assert_close(out_s, out, task=task, case=c.describe() + " with non-contiguous inputs",
+    assert_close(out_s, out, task=task, case=_partial(c.describe, " with non-contiguous inputs"),
                  name="forward output", rtol=rtol, atol=atol)
     for k, i in enumerate(w):
-        assert_close(again[k], got[k], task=task, case=c.describe() + " with non-contiguous inputs",
+        assert_close(again[k], got[k], task=task, case=_partial(c.describe, " with non-contiguous inputs"),
                      name=f"grad of {names[i] if names else f'input {i}'}", rtol=rtol, atol=atol, kind="grad")
 
 
@@ -1050,16 +1058,16 @@ def check_graph(task, Tensor, build, leaves, *, names=None, seed=0, hints=(), fd
     _run_case(task, c, out.backward, numpy_only=numpy_only)
     targs, t_out = _torch_forward(build, leaves, {}, grad_positions=tuple(range(len(leaves))))
     t_out.backward()
-    assert_close(_asarray(out.data), _to_numpy(t_out), task=task, case=c.describe(), name="output")
+    assert_close(_asarray(out.data), _to_numpy(t_out), task=task, case=c.describe, name="output")
     for i, (t, tt) in enumerate(zip(ts, targs)):
         if t.grad is None:
             raise CheckFailure(f"[{task}] {c.describe()}: {names[i]} has no .grad after backward().")
-        assert_close(t.grad, _to_numpy(tt.grad), task=task, case=c.describe() + " vs torch autograd",
+        assert_close(t.grad, _to_numpy(tt.grad), task=task, case=_partial(c.describe, " vs torch autograd"),
                      name=f"grad of {names[i]}", kind="grad", hints=hints)
         if fd:
             rtol, atol = DEFAULT_TOL["fd"]
             numeric = _fd_of_torch(build, {}, list(leaves), i, _ones(()))
-            assert_close(t.grad, numeric, task=task, case=c.describe() + " vs central differences",
+            assert_close(t.grad, numeric, task=task, case=_partial(c.describe, " vs central differences"),
                          name=f"grad of {names[i]}", rtol=rtol, atol=atol, check_dtype=False, kind="grad",
                          hints=hints)
     return out, ts
