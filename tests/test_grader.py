@@ -250,3 +250,62 @@ def test_the_workers_that_start_while_the_assignment_is_registered_stop_when_tha
     with pytest.raises(SystemExit, match="refused"):
         grader.grade(tmp_path, AID, _options(db_url, force=True))
     assert len(started) == 2 and all(proc.poll() is not None for proc in started)
+
+
+def _spy_on_workers(monkeypatch, on_send=None):
+    """Record each template the run starts and, at each job sent, the worker's pid and its parent's."""
+    seen = {"templates": [], "sends": []}
+    start, send = grader._Template.__init__, grader._Worker.send
+
+    def template(self, *args, **kwargs):
+        start(self, *args, **kwargs)
+        seen["templates"].append(self.proc.pid)
+
+    def spy(self, job):
+        pid = self.proc.pid
+        seen["sends"].append((job["student"], pid, psutil.Process(pid).ppid() if pid else None))
+        if on_send:
+            on_send(seen)
+        send(self, job)
+
+    monkeypatch.setattr(grader._Template, "__init__", template)
+    monkeypatch.setattr(grader._Worker, "send", spy)
+    return seen
+
+
+def test_the_workers_are_forks_of_one_template_that_warmed_up_once(mixed_class, plain_scores, tmp_path, monkeypatch):
+    """nbgrader, torch and the checks' warm-up are 2.5 CPU-seconds a process: a run pays them once,
+    in its template, and each worker is a fork of it, which grades as a worker of its own did."""
+    db_url = state.sqlite_url(tmp_path)
+    _course(tmp_path, mixed_class, db_url)
+    seen = _spy_on_workers(monkeypatch)
+    records = grader.grade(tmp_path, AID, _options(db_url))
+    assert all(r.status == "graded" for r in records.values()), {s: r.reason for s, r in records.items()}
+    assert grading.read_grades(db_url, AID) == plain_scores
+    assert len(seen["templates"]) == 1
+    workers = {pid for _, pid, _ in seen["sends"]}
+    assert len(workers) == 2 and seen["templates"][0] not in workers
+    assert {parent for _, _, parent in seen["sends"]} == set(seen["templates"])
+    assert not psutil.pid_exists(seen["templates"][0]) or psutil.Process(seen["templates"][0]).status() == "zombie"
+
+
+def test_a_template_killed_mid_run_is_replaced_and_the_batch_finishes(mixed_class, tmp_path, monkeypatch):
+    """Its workers die with it (their parent-death signal): the job in flight is reported as a
+    crash, and a new template's worker grades the rest."""
+    db_url = state.sqlite_url(tmp_path)
+    _course(tmp_path, {k: mixed_class[k] for k in ("reference", "blank")}, db_url)
+    grading.submit(tmp_path, AID, "another-blank", mixed_class["blank"])
+
+    def kill_the_first_template(seen):
+        if len(seen["sends"]) == 1:
+            os.kill(seen["templates"][0], signal.SIGKILL)
+
+    seen = _spy_on_workers(monkeypatch, kill_the_first_template)
+    options = _options(db_url)
+    options.workers = 1
+    records = grader.grade(tmp_path, AID, options)
+    first = seen["sends"][0][0]
+    assert (records[first].status, records[first].reason) == (
+        "failed", "the grading worker crashed while running this notebook")
+    assert all(r.status == "graded" for s, r in records.items() if s != first), records
+    assert len(seen["templates"]) == 2 and len(records) == 3

@@ -3,7 +3,8 @@
 The work of grading one notebook is nbgrader's own ``autograde`` (see :mod:`autograder.outside.worker`).
 This module decides what needs grading and runs it on a pool of worker processes:
 
-* **Parallel.** ``workers`` processes (default: one per core), each importing nbgrader once.
+* **Parallel.** ``workers`` processes (default: one per core), forks of one template process that
+  imported nbgrader and torch once for the run (:func:`autograder.outside.worker.template`).
 * **Bounded.** A notebook that runs past ``timeout`` seconds has its worker (and, through the
   sandbox, its kernel) killed; it is recorded as failed with that reason and a fresh worker
   takes the next job. A worker that dies is replaced the same way. The batch always finishes.
@@ -18,8 +19,10 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -96,28 +99,138 @@ def _run_lock(course_root, assignment_id):
         yield
 
 
+class _Template:
+    """The run's template process (:func:`autograder.outside.worker.template`), which forks the workers."""
+
+    def __init__(self, log, in_kernel=False):
+        self.log, self.in_kernel = log, in_kernel
+        self.waiting = []  # the forks asked for whose pid has not come yet, oldest first
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.outside.worker", str(theirs.fileno()),
+                 *(["--in-kernel"] if in_kernel else [])],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=nbgrader_env(), start_new_session=True,
+                pass_fds=(theirs.fileno(),))
+
+    def fork(self):
+        """A new worker (its pid comes when the template has warmed up: :attr:`_Forked.pid`)."""
+        jobs_r, jobs_w = os.pipe()
+        out_r, out_w = os.pipe()
+        worker = _Forked(self, os.fdopen(jobs_w, "w", buffering=1), os.fdopen(out_r, "r"))
+        try:
+            socket.send_fds(self.control, [b"fork"], [jobs_r, out_w])
+            self.waiting.append(worker)
+        except OSError:  # the template is gone: the worker's channel ends at once, as a crashed worker's does
+            worker.started(None)
+        finally:
+            os.close(jobs_r)
+            os.close(out_w)
+        return worker
+
+    def answer(self):
+        """Take the template's next answer: the pid of the oldest fork still waiting; when the
+        template is gone, none of them has one."""
+        worker = self.waiting.pop(0)
+        try:
+            answer = self.control.recv(32)
+        except OSError:
+            answer = b""
+        if answer:
+            worker.started(int(answer))
+            return
+        for w in [worker] + self.waiting:
+            w.started(None)
+        self.waiting = []
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def close(self):
+        """End the template, and with it (their parent-death signal) any worker still running."""
+        self.control.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+class _Forked:
+    """One worker forked by the template: what the grader uses of a ``Popen`` (``pid``, ``stdin``,
+    ``stdout``, ``poll``, ``wait``). It is the template's child, not this process's: it is waited
+    for through a pidfd, and its exit status is the template's to see (``-1`` here)."""
+
+    def __init__(self, template, stdin, stdout):
+        self.template, self.stdin, self.stdout = template, stdin, stdout
+        self._pid, self._pidfd, self._known = None, None, False
+        self.returncode = None
+
+    def started(self, pid):
+        self._pid, self._known = pid, True
+        if pid is not None:
+            try:
+                self._pidfd = os.pidfd_open(pid)
+            except ProcessLookupError:  # (it cannot be: the template reaps no worker before the run ends)
+                self._pid = None
+
+    @property
+    def pid(self):
+        """The worker's pid, or None when the template could not fork it."""
+        while not self._known:
+            self.template.answer()
+        return self._pid
+
+    def poll(self):
+        if self.returncode is None:
+            if self.pid is None:
+                self.returncode = -1
+            elif select.select([self._pidfd], [], [], 0)[0]:
+                self._ended()
+        return self.returncode
+
+    def wait(self):
+        if self.returncode is None and self.pid is not None:
+            select.select([self._pidfd], [], [])
+            self._ended()
+        self.returncode = -1 if self.returncode is None else self.returncode
+        return self.returncode
+
+    def _ended(self):
+        os.close(self._pidfd)
+        self.returncode = -1
+
+    def close(self):
+        """Close this side of its pipes."""
+        try:
+            self.stdin.close()
+        except BrokenPipeError:  # (a job line it never read)
+            pass
+        self.stdout.close()
+
+
 class _Worker:
     """A worker process, the job it is on, and when that job started."""
 
-    def __init__(self, log, in_kernel=False):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.outside.worker", *(["--in-kernel"] if in_kernel else [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=log, env=nbgrader_env(), start_new_session=True, text=True, bufsize=1)
+    def __init__(self, template):
+        self.proc = template.fork()
         self.job = None
         self.started = 0.0
 
     def send(self, job):
         self.job, self.started = job, time.monotonic()
-        self.proc.stdin.write(json.dumps(job) + "\n")
+        try:
+            self.proc.stdin.write(json.dumps(job) + "\n")
+        except BrokenPipeError:  # it died: its channel ends, and the job is reported as a crash
+            pass
 
     def kill(self):
+        pid = self.proc.pid
+        if pid is None:
+            return
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:  # killed before it made its own session, right after the fork
+            os.kill(pid, signal.SIGKILL)
         self.proc.wait()
-        sandbox.clean_up(self.proc.pid)
+        sandbox.clean_up(pid)
 
 
 def _fail(job, reason, seconds):
@@ -145,7 +258,7 @@ def grade(course_root, assignment_id, options=None):
             with _progress(len(jobs), options.progress) as bar:
                 cluster.grade(root, jobs, options, bar)
         else:
-            # the workers start (and import torch and nbgrader) while this process registers the assignment
+            # the template starts (and imports torch and nbgrader) while this process registers the assignment
             _run(root, jobs, options, before_first_job=lambda: ensure_registered(root, assignment_id, db_url))
     return state.load(db_url, assignment_id)
 
@@ -188,9 +301,13 @@ def _run(root, jobs, options, before_first_job):
     sel = selectors.DefaultSelector()
     with open(log_dir / "workers.log", "a") as log, _progress(len(jobs), options.progress) as bar:
         workers = []
+        template = [_Template(log, options.in_kernel)]
 
         def start_worker(send=True):
-            w = _Worker(log, options.in_kernel)
+            if not template[0].alive():  # it was killed from outside: a new one
+                template[0].close()
+                template[0] = _Template(log, options.in_kernel)
+            w = _Worker(template[0])
             sel.register(w.proc.stdout, selectors.EVENT_READ, w)
             workers.append(w)
             if send and queue:
@@ -200,41 +317,45 @@ def _run(root, jobs, options, before_first_job):
             sel.unregister(w.proc.stdout)
             workers.remove(w)
             w.kill()
+            w.proc.close()
 
-        for _ in range(min(options.workers, len(queue))):
-            start_worker(send=False)
         try:
+            for _ in range(min(options.workers, len(queue))):
+                start_worker(send=False)
             before_first_job()
-        except BaseException:
+            for w in workers:
+                w.send(queue.pop(0))
+            while any(w.job for w in workers):
+                for key, _ in sel.select(timeout=1.0):
+                    w = key.data
+                    line = w.proc.stdout.readline()
+                    job, w.job = w.job, None
+                    if line:
+                        bar.update(1)
+                        if queue:
+                            w.send(queue.pop(0))
+                        continue
+                    _fail(job, "the grading worker crashed while running this notebook", time.monotonic() - w.started)
+                    bar.update(1)
+                    retire(w)
+                    if queue:
+                        start_worker()
+                now = time.monotonic()
+                for w in [w for w in workers if w.job and now - w.started > options.timeout]:
+                    _fail(w.job, f"the notebook ran for more than {options.timeout:g} s and was stopped",
+                          now - w.started)
+                    bar.update(1)
+                    w.job = None
+                    retire(w)
+                    if queue:
+                        start_worker()
+            for w in list(workers):  # no job left: each worker ends when its job pipe does
+                w.proc.stdin.close()
+                w.proc.wait()
+                sel.unregister(w.proc.stdout)
+                w.proc.close()
+                workers.remove(w)
+        finally:  # (what stopped the run early: registering failed, the grader was interrupted)
             for w in list(workers):
                 retire(w)
-            raise
-        for w in workers:
-            w.send(queue.pop(0))
-        while any(w.job for w in workers):
-            for key, _ in sel.select(timeout=1.0):
-                w = key.data
-                line = w.proc.stdout.readline()
-                job, w.job = w.job, None
-                if line:
-                    bar.update(1)
-                    if queue:
-                        w.send(queue.pop(0))
-                    continue
-                _fail(job, "the grading worker crashed while running this notebook", time.monotonic() - w.started)
-                bar.update(1)
-                retire(w)
-                if queue:
-                    start_worker()
-            now = time.monotonic()
-            for w in [w for w in workers if w.job and now - w.started > options.timeout]:
-                _fail(w.job, f"the notebook ran for more than {options.timeout:g} s and was stopped", now - w.started)
-                bar.update(1)
-                w.job = None
-                retire(w)
-                if queue:
-                    start_worker()
-        for w in list(workers):
-            w.proc.stdin.close()
-            w.proc.wait()
-            sel.unregister(w.proc.stdout)
+            template[0].close()

@@ -45,7 +45,6 @@ END_LINGER_MS = 2000
 DEFAULTS = ("__defaults__", "__kwdefaults__")  # in a shipped function's values: its defaults, not names it reads
 KEPT_READS = 64  # the reads of the tests' objects that the kernel keeps between messages, at most
 _ABSENT = object()
-_ZMQ = zmq.Context.instance()
 
 
 def _class_attribute(cls, name):
@@ -143,7 +142,7 @@ class Remote:
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
         self._drop_plan()
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
-        self.socket = _ZMQ.socket(zmq.PAIR)
+        self.socket = zmq.Context.instance().socket(zmq.PAIR)  # (this process's: a worker is a fork)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_ANSWER_CHARS)
         self.sockets += 1

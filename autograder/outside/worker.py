@@ -1,10 +1,12 @@
-"""One grading worker: ``python -m autograder.outside.worker``, driven by :mod:`autograder.outside.grader`.
+"""The grading workers: ``python -m autograder.outside.worker FD [--in-kernel]``, driven by :mod:`autograder.outside.grader`.
 
-It reads jobs, one JSON object a line, on stdin, grades each with ``NbGraderAPI.autograde``
-(nbgrader, and torch for trusted verdicts, are imported once per worker, at its start, while the
-grader registers the assignment: :func:`_warm`), records the outcome in the
-state table, and answers with one JSON line per job on its protocol channel. Everything else
-that nbgrader, jupyter or a kernel may print goes to stderr, never into the protocol.
+That command starts the run's *template*: it imports nbgrader, and torch with the checks for
+trusted verdicts (:func:`_warm`), once, while the grader registers the assignment, and then forks
+one worker each time the grader asks (:func:`template`), so that no worker pays those 2.5
+CPU-seconds again. A worker reads jobs, one JSON object a line, on its job pipe, grades each
+with ``NbGraderAPI.autograde``, records the outcome in the state table, and answers with one
+JSON line per job on its protocol channel. Everything else that nbgrader, jupyter or a kernel
+may print goes to stderr (the run's workers.log), never into the protocol.
 
 A job is graded only after a check outside any kernel: a missing notebook, invalid JSON or an
 old notebook format is reported with a reason instead of being run.
@@ -16,8 +18,10 @@ import json
 import os
 import resource
 import signal
+import socket
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import nbformat
@@ -120,13 +124,16 @@ def _sandbox_for(job):
 
 
 def _bind_torch():
-    """torch and the checks' warm-up, once per worker: not in the first test cell's time."""
+    """torch and the checks' warm-up, once per run (in the template): not in the first test cell's time."""
+    import torch
+
     from autograder.inside import checks
 
-    checks._bind_torch()
     # one thread: the workers already use every core, and torch's second thread spinning
-    # against this worker's own kernel made its oracles 10x slower under load
-    checks.torch.set_num_threads(1)
+    # against this worker's own kernel made its oracles 10x slower under load. Set before the
+    # warm-up, so that no thread pool exists when the template forks its workers.
+    torch.set_num_threads(1)
+    checks._bind_torch()
 
 
 def _warm(in_kernel):
@@ -195,14 +202,67 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def main():
-    _die_with_parent()
-    channel = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed to stdout lands on stderr
-    _warm("--in-kernel" in sys.argv[1:])
-    for line in sys.stdin:
+def _serve(jobs, channel):
+    for line in jobs:
         job = json.loads(line)
         channel.write(json.dumps(grade_one(job)) + "\n")
+
+
+def _forked(jobs_fd, channel_fd):
+    """A worker, in the template's fresh fork: its own session (the grader kills its process group),
+    killed with the template; it grades the jobs of its pipe until the grader closes it. It never
+    returns into the template's loop."""
+    status = 1
+    try:
+        os.setsid()
+        _die_with_parent()
+        _serve(os.fdopen(jobs_fd, "r"), os.fdopen(channel_fd, "w", buffering=1))
+        status = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            if _sandbox is not None:
+                _sandbox.close()
+        finally:
+            sys.stderr.flush()
+            os._exit(status)
+
+
+def template(control_fd, in_kernel):
+    """Warm up once, then fork a worker for each request on the ``control_fd`` socket (a
+    SOCK_SEQPACKET pair with the grader): a request carries the worker's job pipe and protocol
+    channel, and the answer is the worker's pid. It reaps none of its workers: until it ends,
+    at the end of the run, no worker's pid can be reused, so the pid that the grader kills and
+    waits for (through a pidfd) is always its own worker's."""
+    control = socket.socket(fileno=control_fd)
+    os.dup2(2, 1)  # anything printed to stdout lands on stderr
+    _warm(in_kernel)
+    gc.collect()
+    gc.freeze()  # the warm-up's objects: no collection in a worker touches (and copies) their pages
+    while True:
+        try:
+            request, fds, _, _ = socket.recv_fds(control, 16, 2)
+        except OSError:
+            break
+        if not request or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            if not request:
+                break
+            continue
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            _forked(*fds)
+        for fd in fds:
+            os.close(fd)
+        control.send(str(pid).encode())
+
+
+def main():
+    _die_with_parent()
+    template(int(sys.argv[1]), "--in-kernel" in sys.argv[2:])
 
 
 if __name__ == "__main__":
