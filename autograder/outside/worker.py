@@ -208,7 +208,7 @@ def _serve(jobs, channel):
         channel.write(json.dumps(grade_one(job)) + "\n")
 
 
-def _forked(jobs_fd, channel_fd):
+def _forked(template_pid, jobs_fd, channel_fd):
     """A worker, in the template's fresh fork: its own session (the grader kills its process group),
     killed with the template; it grades the jobs of its pipe until the grader closes it. It never
     returns into the template's loop."""
@@ -216,6 +216,8 @@ def _forked(jobs_fd, channel_fd):
     try:
         os.setsid()
         _die_with_parent()
+        if os.getppid() != template_pid:  # the template died before the signal was set: so does this worker
+            return
         _serve(os.fdopen(jobs_fd, "r"), os.fdopen(channel_fd, "w", buffering=1))
         status = 0
     except BaseException:
@@ -251,10 +253,11 @@ def template(control_fd, in_kernel):
             if not request:
                 break
             continue
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             control.close()
-            _forked(*fds)
+            _forked(parent, *fds)
         for fd in fds:
             os.close(fd)
         control.send(str(pid).encode())
