@@ -542,13 +542,16 @@ def _fmt_index(idx):
     return "()" if idx == () else str(tuple(int(i) for i in idx))
 
 
-def _close(got, expected, rtol, atol):
-    """Elementwise |got - expected| <= atol + rtol |expected|, with nan == nan and equal infs."""
-    both_nan = _isnan(got) & _isnan(expected)
-    same_inf = _isinf(expected) & (got == expected)
+def _within(got, expected, rtol, atol):
+    """Elementwise |got - expected| <= atol + rtol |expected| (False where either is nan or inf)."""
     with _errstate(invalid="ignore", over="ignore"):
-        ok = _abs(got - expected) <= atol + rtol * _abs(expected)
-    return ok | both_nan | same_inf
+        return _abs(got - expected) <= atol + rtol * _abs(expected)
+
+
+def _close(got, expected, rtol, atol, within=None):
+    """:func:`_within` (``within``, when already computed), with nan == nan and equal infs."""
+    within = _within(got, expected, rtol, atol) if within is None else within
+    return within | (_isnan(got) & _isnan(expected)) | (_isinf(expected) & (got == expected))
 
 
 def _value_hint(got, expected, kind, rtol, atol):
@@ -625,10 +628,10 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
         atol = DEFAULT_TOL[key][1] if atol is None else atol
     g = got_arr.astype(_float64, copy=False)
     e = exp_arr.astype(_float64, copy=False)
-    with _errstate(invalid="ignore", over="ignore"):  # every element finite and close: nothing more to look at
-        if _np_all(_abs(g - e) <= atol + rtol * _abs(e)):
-            return
-    ok = _close(g, e, rtol, atol)
+    within = _within(g, e, rtol, atol)
+    if _np_all(within):  # every element finite and close: no nan or inf to look at
+        return
+    ok = _close(g, e, rtol, atol, within)
     if _np_all(ok):
         return
     with _errstate(invalid="ignore"):

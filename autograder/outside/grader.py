@@ -103,7 +103,6 @@ class _Template:
     """The run's template process (:func:`autograder.outside.worker.template`), which forks the workers."""
 
     def __init__(self, log, in_kernel=False):
-        self.log, self.in_kernel = log, in_kernel
         self.waiting = []  # the forks asked for whose pid has not come yet, oldest first
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
@@ -179,22 +178,20 @@ class _Forked:
         return self._pid
 
     def poll(self):
-        if self.returncode is None:
-            if self.pid is None:
-                self.returncode = -1
-            elif select.select([self._pidfd], [], [], 0)[0]:
-                self._ended()
+        if self.returncode is None and (self.pid is None or select.select([self._pidfd], [], [], 0)[0]):
+            self._ended()
         return self.returncode
 
     def wait(self):
-        if self.returncode is None and self.pid is not None:
-            select.select([self._pidfd], [], [])
+        if self.returncode is None:
+            if self.pid is not None:
+                select.select([self._pidfd], [], [])
             self._ended()
-        self.returncode = -1 if self.returncode is None else self.returncode
         return self.returncode
 
     def _ended(self):
-        os.close(self._pidfd)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
         self.returncode = -1
 
     def close(self):
