@@ -534,6 +534,39 @@ def test_references_are_let_go_on_both_sides():
         km.shutdown_kernel(now=True)
 
 
+def test_a_buffer_that_dies_while_the_tables_are_read_leaves_them_as_they_are():
+    """The garbage collector runs a weak reference's callback at any allocation, in any thread: in
+    the middle of an iteration over the codec's buffer table too. The callback only notes the
+    death, and the table is pruned at the next message. (CI once saw a correct 1.5 notebook lose a
+    cell to "dictionary changed size during iteration", blamed on the student's gradcheck:
+    `Owners.changed` read the table while a collection inside it dropped an entry.)"""
+    from autograder.inside.wire import Owners
+
+    owners = Owners("k")
+    arrays = [np.zeros(2) for _ in range(4)]
+    keys = [owners.id_for(a) for a in arrays]
+    reading = iter(owners.by_id.items())
+    next(reading)
+    del arrays[0]  # the last reference: its callback runs now, in the middle of the reading
+    assert len(list(reading)) == 3, "a callback changed the table while it was read"
+    again = np.zeros(2)  # an array of the same id, made before the table was pruned, is a new buffer
+    fresh = owners.id_for(again)
+    assert owners.changed() == keys[1:] + [fresh]  # pruned at the message: the dead buffer is gone
+    assert keys[0] not in owners.by_id and owners.ids[id(again)] == fresh
+
+
+def test_a_proxy_that_dies_mid_request_is_dropped_at_the_next_message():
+    """The same for the grader's proxies of the student's objects: the callback notes, and the next
+    message drops the handle, unless the kernel sent it again in between (then its new proxy lives)."""
+    remote = verdicts.Remote(None)
+    first, second = remote._resolve("handle", 7), remote._resolve("handle", 8)
+    del first, second
+    assert set(remote.proxies) == {7, 8} and remote.dropped == []  # noted, not yet dropped
+    again = remote._resolve("handle", 8)  # sent again before the grader's next message
+    remote._drop_lost()
+    assert remote.dropped == [7] and set(remote.proxies) == {8} and remote._resolve("handle", 8) is again
+
+
 def test_a_cell_that_ends_in_a_value_leaves_it_as_its_partial_grade(kernel):
     """nbgrader reads a test cell's last expression as its grade (1.8's share of planted bugs caught):
     the grader leaves the value it computed; a student's object would let the kernel choose it."""

@@ -149,6 +149,7 @@ class Owners:
         self.by_id = {}  # id: [weak reference to the owner array, bytes last synchronised]
         self.ids = {}  # id(owner array): id
         self.count = 0
+        self.dead = []  # (id, address, weak reference) of the buffers gone since the tables were last pruned
 
     def get(self, key):
         entry = self.by_id.get(key)
@@ -158,12 +159,23 @@ class Owners:
         self.by_id[key] = [weakref.ref(owner, functools.partial(self.gone, key, id(owner))), seen]
         self.ids[id(owner)] = key
 
-    def gone(self, key, address, _):
-        """Forget a buffer that nothing on this side holds any more (its weak reference's callback,
-        which the garbage collector may run in the middle of the student's code)."""
-        self.by_id.pop(key, None)
-        if self.ids.get(address) == key:
-            del self.ids[address]
+    def gone(self, key, address, ref):
+        """Note a buffer that nothing on this side holds any more: its weak reference's callback. The
+        garbage collector runs it at any allocation, in any thread: in the middle of the student's
+        code, or of an iteration over these tables, which a change of their size would break
+        ("dictionary changed size during iteration", blamed on the student's call). So it only
+        notes; :meth:`prune` forgets."""
+        self.dead.append((key, address, ref))
+
+    def prune(self):
+        """Forget the buffers noted dead (an id received again since then keeps its new entry)."""
+        while self.dead:
+            key, address, ref = self.dead.pop()
+            entry = self.by_id.get(key)
+            if entry is not None and entry[0] is ref:
+                del self.by_id[key]
+            if self.ids.get(address) == key:
+                del self.ids[address]
 
     def id_for(self, owner):
         key = self.ids.get(id(owner))
@@ -175,6 +187,7 @@ class Owners:
 
     def changed(self):
         """Ids whose bytes differ from what the other side last saw."""
+        self.prune()
         out = []
         for key, (ref, seen) in list(self.by_id.items()):
             owner = ref()

@@ -107,6 +107,7 @@ class Remote:
         self.codec = Codec("t", self._ref, self._resolve, namespaces=True, ship=self._ship)
         self.proxies = {}  # handle: a weak reference to its Proxy, one per handle, so that `is` works
         self.dropped = []  # the handles whose proxies died since the last message: the kernel may let them go
+        self.lost = []  # (handle, weak reference) of the proxies that died, not yet counted in `proxies` and `dropped`
         self.callbacks = Lent()  # the tests' objects handed to the student's code, until the kernel lets them go
         self.msg_id = None
         self.deadline = None
@@ -187,10 +188,19 @@ class Remote:
             return self.codec.decode_message(answer.get("message"))
 
     def _lost(self, handle, ref):
-        """A proxy died: the next message tells the kernel that its object is no longer the grader's to use."""
-        if self.proxies.get(handle) is ref:
-            del self.proxies[handle]
-            self.dropped.append(handle)
+        """A proxy died: its weak reference's callback, which the garbage collector runs at any
+        allocation and in any thread (jupyter_client's heartbeat thread too). So it only notes;
+        :meth:`_post` drops the handle, in this thread, between two uses of the tables."""
+        self.lost.append((handle, ref))
+
+    def _drop_lost(self):
+        """The next message tells the kernel that the objects of the proxies that died are no longer
+        the grader's to use (unless the kernel sent the handle again since, and it has a new proxy)."""
+        while self.lost:
+            handle, ref = self.lost.pop()
+            if self.proxies.get(handle) is ref:
+                del self.proxies[handle]
+                self.dropped.append(handle)
 
     def _ended(self):
         try:
@@ -203,6 +213,7 @@ class Remote:
         """Send one message to the kernel. It never waits: a pair socket holds a message only while
         the kernel's end is connected, and a kernel that left its serving loop (interrupted, or its
         notebook's code ended it) will never read one."""
+        self._drop_lost()
         dropped, self.dropped = self.dropped, []
         try:
             self.socket.send_string(json.dumps(dict(fields, dropped=dropped)), zmq.NOBLOCK)
