@@ -549,7 +549,7 @@ def test_a_buffer_that_dies_while_the_tables_are_read_leaves_them_as_they_are():
     next(reading)
     del arrays[0]  # the last reference: its callback runs now, in the middle of the reading
     assert len(list(reading)) == 3, "a callback changed the table while it was read"
-    again = np.zeros(2)  # an array of the same id, made before the table was pruned, is a new buffer
+    again = np.zeros(2)  # made before the table was pruned (maybe at the dead array's address): a new buffer
     fresh = owners.id_for(again)
     assert owners.changed() == keys[1:] + [fresh]  # pruned at the message: the dead buffer is gone
     assert keys[0] not in owners.by_id and owners.ids[id(again)] == fresh
