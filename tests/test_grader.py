@@ -309,3 +309,51 @@ def test_a_template_killed_mid_run_is_replaced_and_the_batch_finishes(mixed_clas
         "failed", "the grading worker crashed while running this notebook")
     assert all(r.status == "graded" for s, r in records.items() if s != first), records
     assert len(seen["templates"]) == 2 and len(records) == 3
+
+
+# Loaded by every Python process of the run (on PYTHONPATH): in the grading worker, the first
+# message to a kernel raises, once, as stop 24's race did (the codec's table read while it changed).
+FAULT_ONCE = '''
+import os
+flag = os.environ.get("AUTOGRADER_TEST_FAULT")
+try:
+    from autograder.outside import verdicts
+except ImportError:  # (the sandbox has no grader)
+    verdicts = None
+if flag and verdicts is not None:
+    send = verdicts.Remote._send
+
+    def _send(self, *args, **kwargs):
+        try:
+            os.remove(flag)
+        except FileNotFoundError:
+            return send(self, *args, **kwargs)
+        raise RuntimeError("dictionary changed size during iteration")
+
+    verdicts.Remote._send = _send
+'''
+
+
+def test_a_fault_of_the_graders_own_code_is_reported_and_graded_again_at_the_next_run(mixed_class, plain_scores,
+                                                                                     tmp_path, monkeypatch):
+    """The grader's own code failing while it grades is no verdict on the student (before, the cell
+    scored 0 as if the student's code had raised): the notebook is recorded as not graded, with
+    the reason, and the next run grades it, without --force."""
+    from autograder.outside.execute import GRADER_FAULT
+
+    site, flag = tmp_path / "site", tmp_path / "fault-once"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FAULT_ONCE)
+    flag.touch()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("AUTOGRADER_TEST_FAULT", str(flag))
+    root = tmp_path / "course"
+    db_url = state.sqlite_url(root)
+    _course(root, {"reference": mixed_class["reference"]}, db_url)
+    (first,) = grader.grade(root, AID, _options(db_url)).values()
+    assert (first.status, first.reason) == ("failed", GRADER_FAULT + "RuntimeError: dictionary changed size during "
+                                            "iteration (in sitecustomize.py, line 16, _send)")
+    assert not flag.exists()
+    (second,) = grader.grade(root, AID, _options(db_url)).values()
+    assert second.status == "graded", second.reason
+    assert grading.read_grades(db_url, AID)["reference"] == plain_scores["reference"]

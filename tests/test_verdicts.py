@@ -567,6 +567,41 @@ def test_a_proxy_that_dies_mid_request_is_dropped_at_the_next_message():
     assert remote.dropped == [7] and set(remote.proxies) == {8} and remote._resolve("handle", 8) is again
 
 
+def test_a_fault_of_the_graders_own_code_is_no_verdict_on_the_student(own_kernel, monkeypatch):
+    """An error of the grader's own exchange code (stop 24's: the buffer table read while a
+    collection changed it) is no verdict: it passes the checks' and the test cell's ``except``s
+    (1.8's differential tests count any CheckFailure as a planted bug caught) as a GraderFault,
+    which fails the notebook's grading. Data that the checks refuse stays the student's verdict."""
+    from autograder.inside.wire import Owners
+
+    km, kc = own_kernel
+    remote = student_remote(own_kernel, "import numpy as np\ndef relu(x):\n    return np.maximum(x, 0)\n")
+    test = ("try:\n    checks.run_student('relu', relu, np.ones(3))\nexcept Exception as exc:\n"
+            "    print('the test cell took it:', exc)\n")
+    changed = Owners.changed
+
+    def read_while_it_changes(self):
+        raise RuntimeError("dictionary changed size during iteration")
+
+    monkeypatch.setattr(Owners, "changed", read_while_it_changes)
+    try:
+        with pytest.raises(verdicts.GraderFault, match=r"^RuntimeError: dictionary changed size during iteration "
+                                                       r"\(in test_verdicts.py, line \d+, read_while_it_changes\)"):
+            verdicts.run_test_cell(remote, test, {})
+    finally:
+        monkeypatch.setattr(Owners, "changed", changed)
+        remote.end()
+    # the notebook's codec sends the grader a pickle, which the grader's refuses (WireError): the
+    # student's doing, as its answer to a call and as its first message
+    pickle = "{'owners': {}, 'body': {'pickle': 'gASVAAAA'}}"
+    forged = ("def relu(x):\n    return x\nimport autograder.inside.recording as r\nsend = r.Codec.encode_message\n"
+              f"r.Codec.encode_message = lambda self, p: {pickle} if 'ndarray' in repr(type(p.get('value'))) else send(self, p)\n")
+    (out,) = run_cells(own_kernel, forged, "checks.run_student('relu', relu, np.ones(3))")[0]
+    assert out["output_type"] == "error" and out["evalue"].startswith("[relu]"), out
+    (out,) = run_cells(own_kernel, f"r.Codec.encode_message = lambda self, p: {pickle}", "relu(1)")[0]
+    assert out == verdicts.error_output(WireError("unknown value kind 'pickle'")), out
+
+
 def test_a_cell_that_ends_in_a_value_leaves_it_as_its_partial_grade(kernel):
     """nbgrader reads a test cell's last expression as its grade (1.8's share of planted bugs caught):
     the grader leaves the value it computed; a student's object would let the kernel choose it."""

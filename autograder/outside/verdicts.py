@@ -25,6 +25,7 @@ import json
 import os
 import queue
 import time
+import traceback
 import types
 import warnings
 import weakref
@@ -62,6 +63,34 @@ class KernelGone(BaseException):
 
 class TestTimeout(BaseException):
     """The test cell ran past its time."""
+
+
+class GraderFault(BaseException):
+    """The grader's own code failed while it exchanged messages with the kernel: no verdict on the
+    student. A BaseException, so that no ``except Exception`` of the checks (which would report it
+    as the student's error) or of a test cell (1.8's differential tests would count it as a planted
+    bug caught) takes it: the notebook's grading fails with this reason, and the next run grades it
+    again (:func:`autograder.outside.worker.grade_one`)."""
+
+
+# What the exchange with the kernel may raise and still be the student's doing: data that the
+# checks refuse, and data too large or too deeply nested for this process (its memory is capped).
+_STUDENTS_TO_RAISE = (WireError, MemoryError, RecursionError)
+
+
+def _exchange(method):
+    """``method`` of :class:`Remote`, with any other error of the grader's own raised as :class:`GraderFault`."""
+    @functools.wraps(method)
+    def exchange(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except _STUDENTS_TO_RAISE:
+            raise
+        except Exception as exc:
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            raise GraderFault(f"{type(exc).__name__}: {exc} (in {os.path.basename(where.filename)}, line "
+                              f"{where.lineno}, {where.name})") from exc
+    return exchange
 
 
 class StudentError(Exception):
@@ -131,6 +160,7 @@ class Remote:
         self.plans = [0, 0]  # plans sent, and plans dropped before all their steps were taken (see plan)
 
     # --- the channel ------------------------------------------------------------------------------
+    @_exchange
     def start(self, seconds=None):
         """Open this test cell's channel to the kernel and start the kernel's serving loop on it.
 
@@ -236,6 +266,7 @@ class Remote:
             raise WireError("an answer that is not a record")
         return answer
 
+    @_exchange
     def request(self, payload, **fields):
         """Send one request; run the callbacks the student's code makes meanwhile; its answer."""
         answer = self._send(dict(fields, op="call"), payload)
@@ -969,6 +1000,9 @@ def run_test_cell(remote, source, namespace, seconds=None):
     try:
         remote.start(seconds)
     except KernelGone as exc:
+        return [error_output(exc)]
+    except WireError as exc:  # the kernel's first message was not the recording's: the cell's verdict
+        remote.end()
         return [error_output(exc)]
     previous = checks._REMOTE
     try:

@@ -56,7 +56,12 @@ def check_submission(submission_dir, notebook):
 
 def failure_reason(result):
     """A one-line reason from a failed NbGraderAPI result."""
+    from .execute import GRADER_FAULT
+
     text = (result.get("error") or "") + "\n" + (result.get("log") or "")
+    faults = [line[line.index(GRADER_FAULT):] for line in text.splitlines() if GRADER_FAULT in line]
+    if faults:
+        return faults[-1].strip()
     for needle, reason in (("DeadKernelError", "the kernel died (the notebook exited or crashed its kernel)"),
                            ("Kernel died", "the kernel died (the notebook exited or crashed its kernel)"),
                            ("CellTimeoutError", "a cell ran past the time limit"),
@@ -164,6 +169,7 @@ def grade_one(job):
 
     from . import audit, state
     from .course import nbgrader_api
+    from .execute import GRADER_FAULT
 
     started = time.perf_counter()
     root = Path(job["course_root"])
@@ -188,7 +194,9 @@ def grade_one(job):
             if not result["success"]:
                 reason = failure_reason(result)
             gc.collect()  # what the notebook made this worker hold is let go before the next one
-    record = state.Record(job["student"], job["fingerprint"], "failed" if reason else "graded", reason or "",
+    # a grader fault is no outcome of the submission: no fingerprint, so the next run grades it again
+    fingerprint = "" if reason and reason.startswith(GRADER_FAULT) else job["fingerprint"]
+    record = state.Record(job["student"], fingerprint, "failed" if reason else "graded", reason or "",
                           time.perf_counter() - started, [dataclasses.asdict(f) for f in flags])
     state.save(job["db_url"], job["assignment"], record)
     return record.__dict__
