@@ -4,6 +4,8 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kernels
 from autograder.outside import verdicts
@@ -80,6 +82,53 @@ def test_malformed_messages_are_refused(message):
     _, kernel = pair()
     with pytest.raises(WireError):
         kernel.decode_message(message)
+
+
+class _Forged:
+    """The grader's end of a pair socket, fed the messages a forged kernel sends, in order."""
+
+    def __init__(self, messages):
+        self.messages = [json.dumps({"seq": n, "message": m}).encode() for n, m in enumerate(messages, 1)]
+
+    def poll(self, timeout):
+        return bool(self.messages)
+
+    def recv(self):
+        return self.messages.pop(0)
+
+
+# What a recording's answer holds, and values of the shapes it holds them in.
+_FIELDS = st.sampled_from(["value", "raised", "error", "stable", "warnings", "delegated", "depth", "answers",
+                           "types", "message", "frames", "exception", "callback", "builtin", "args", "kwargs"])
+_ATOMS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4),
+                   st.sampled_from(["getattr", "call", "len", "class", "method", "ValueError"]),
+                   st.builds(np.zeros, st.integers(0, 3)))
+_VALUES = st.recursive(_ATOMS, lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                                                       st.dictionaries(_FIELDS, inner, max_size=4)), max_leaves=10)
+# Messages that the kernel's codec makes of forged answers, and messages that follow no codec.
+_KERNEL_CODEC = Codec("k", lambda obj: ("handle", 1, 2), None)
+_RAW = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4)), lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["owners", "body", "k1", "array", "dtype", "shape", "data",
+                                                                  "int", "float", "dict", "tuple", "handle", "class"]),
+                                                 inner, max_size=3)), max_leaves=10)
+_MESSAGES = st.one_of(st.dictionaries(_FIELDS, _VALUES, min_size=1, max_size=5).map(_KERNEL_CODEC.encode_message),
+                      st.fixed_dictionaries({"owners": _RAW, "body": _RAW}))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_MESSAGES, min_size=1, max_size=4), st.sampled_from([None, "len"]))
+def test_whatever_a_kernel_answers_is_a_verdict_on_it_never_a_fault_of_the_grader(messages, builtin):
+    """A fault of the grader fails the notebook's grading (GraderFault, below): no answer of a
+    forged kernel may raise one, or any error but the refusal of its data (WireError), the
+    student's exception, or the kernel gone. A call either takes the answer or ends in one of those."""
+    remote = verdicts.Remote(None, 60)
+    remote.socket, remote.deadline = _Forged(messages), float("inf")
+    remote._post, remote._ended = lambda fields: None, lambda: True
+    remote.found, remote.caught, remote.deepest = [], [], [0]
+    try:
+        remote.call(None, 1, builtin=builtin)
+    except (WireError, verdicts.StudentError, verdicts.KernelGone):
+        pass
 
 
 def _a_kernel():

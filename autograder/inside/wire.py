@@ -399,11 +399,19 @@ class Codec:
 
     # --- decoding ---------------------------------------------------------------------------
     def decode_message(self, message):
+        """The value a message carries. Whatever does not follow the format raises WireError: a
+        field of the wrong type deep inside (a list where a number goes) too, which the checks
+        below would otherwise meet as a TypeError of their own."""
         if not isinstance(message, dict) or not isinstance(message.get("owners"), dict):
             raise WireError("not a message")
-        for key, enc in message["owners"].items():
-            self._receive_owner(key, enc)
-        return self.decode(message.get("body"))
+        try:
+            for key, enc in message["owners"].items():
+                self._receive_owner(key, enc)
+            return self.decode(message.get("body"))
+        except WireError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+            raise WireError(f"a malformed message ({type(exc).__name__}: {exc})") from None
 
     def release(self):
         """Let go of the buffers received so far: a change made to one after this is not sent."""

@@ -276,8 +276,11 @@ class Remote:
 
     def _run_callback(self, ask):
         """Run what the student's code asked of an object of the tests; send back its value, or what it raised."""
+        obj = None
         try:
-            obj, builtin = self.callbacks.get(ask["callback"]), CALLBACK_BUILTINS.get(ask.get("builtin"))
+            number, builtin = ask["callback"], ask.get("builtin")
+            obj = self.callbacks.get(number) if type(number) is int else None
+            builtin = CALLBACK_BUILTINS.get(builtin) if type(builtin) is str else None
             args, kwargs = ask.get("args", ()), ask.get("kwargs", {})
             if obj is None or builtin is None or type(args) is not tuple or type(kwargs) is not dict or not all(
                     isinstance(k, str) for k in kwargs):
@@ -519,17 +522,21 @@ class Remote:
             answer = self.request({"fn": fn, "args": args, "kwargs": kwargs}, **fields)
         if "error" in answer:
             raise WireError(f"the recording failed: {answer['error']}")
+        delegated, warned, raised = answer.get("delegated", []), answer.get("warnings", []), answer.get("raised", {})
+        if (type(delegated) is not list or type(warned) is not list or type(raised) is not dict
+                or not all(type(w) is list and len(w) == 2 and type(w[0]) is list for w in warned)
+                or type(raised.get("types", [])) is not list or type(raised.get("frames", [])) is not list):
+            raise WireError("an answer that is not the recording's")
         if self.deepest is not None and type(answer.get("depth")) is int:
             self.deepest[0] = max(self.deepest[0], answer["depth"])
-        if answer.get("delegated") and self.found is not None and not self.found:
-            self.found.extend(str(d) for d in answer["delegated"][:1])
+        if delegated and self.found is not None and not self.found:
+            self.found.extend(str(d) for d in delegated[:1])
         if self.caught is not None:
             self.caught.extend(warnings.WarningMessage(str(text), builtin_class(category, Warning, UserWarning), "<student>", 0)
-                               for category, text in answer.get("warnings") or ())
+                               for category, text in warned)
         if "raised" in answer:
-            r = answer["raised"]
-            raise student_exception(r.get("types") or [], r.get("message", ""), r.get("frames") or [],
-                                    r.get("exception"))
+            raise student_exception(raised.get("types", []), raised.get("message", ""), raised.get("frames", []),
+                                    raised.get("exception"))
         return answer
 
     # --- plans: the calls of a case, in one request -------------------------------------------------
