@@ -176,3 +176,22 @@ def test_local_cluster_for_a_quick_try_stops_a_notebook_past_its_time_limit(klas
     assert grading.read_grades(db_url, AID)["reference"] == local_scores[0]["reference"]
     assert (records["z-loops"].status, records["z-loops"].reason) == (
         "failed", "the notebook ran for more than 20 s and was stopped")
+
+
+def test_a_fault_of_the_grader_on_a_cluster_worker_is_graded_again_at_the_next_run(tmp_path):
+    """A Dask worker's record of a grader fault has no fingerprint (worker.grade_one); the course's
+    state row keeps it so, and the next run's plan grades that submission again (any other record
+    is current until the submission changes)."""
+    from autograder.outside import cluster
+    from autograder.outside.course import BY_ID
+
+    db_url = state.sqlite_url(tmp_path)
+    (tmp_path / "submitted" / "s1" / AID).mkdir(parents=True)
+    source = BY_ID[AID].source_path(tmp_path)
+    source.parent.mkdir(parents=True)
+    source.write_text("{}")
+    (job,), _ = grader.plan(tmp_path, AID, db_url)
+    for fingerprint, regraded in ((job["fingerprint"], []), ("", ["s1"])):
+        record = {"fingerprint": fingerprint, "status": "failed", "reason": "...", "seconds": 1.0, "flags": []}
+        cluster.store(tmp_path, db_url, job, record, {})
+        assert [j["student"] for j in grader.plan(tmp_path, AID, db_url)[0]] == regraded

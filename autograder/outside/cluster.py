@@ -117,7 +117,8 @@ def store(course_root, db_url, job, record, files):
         resources = {"nbgrader": {"db_url": db_url, "assignment": a.id, "notebook": a.notebook,
                                   "student": job["student"]}}
         SaveAutoGrades().preprocess(nb, resources)
-    state.save(db_url, a.id, state.Record(job["student"], job["fingerprint"], record["status"], record["reason"],
+    # (the worker's fingerprint: none after a fault of the grader, so that the next run grades it again)
+    state.save(db_url, a.id, state.Record(job["student"], record["fingerprint"], record["status"], record["reason"],
                                           record["seconds"], record["flags"]))
 
 

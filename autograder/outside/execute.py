@@ -64,7 +64,9 @@ def validate_against_a_checked_schema(instance, schema):
 
 nbgrader_metadata.jsonschema = types.SimpleNamespace(validate=validate_against_a_checked_schema)
 
-# How a grader fault (verdicts.GraderFault) starts its line in nbgrader's log, where the worker finds it.
+# The grader faults (verdicts.GraderFault) of the notebook being graded, which the worker reads
+# here (nbgrader's log also holds text of the notebook's); it empties the list before each notebook.
+FAULTS = []
 GRADER_FAULT = "the grader failed on this notebook, through no fault of the submission: "
 
 # Cell tags that nbclient reads to decide whether, and how, a cell runs.
@@ -132,7 +134,8 @@ class BoundedExecute(Execute):
             self._remote.end()
             cell.outputs = [nbformat.from_dict(verdicts.error_output(
                 verdicts.TestTimeout(f"the test ran past the time limit ({self.timeout} s)")))]
-        except verdicts.GraderFault as fault:  # no verdict: nbgrader fails the notebook, with this line in its log
+        except verdicts.GraderFault as fault:  # no verdict: nbgrader fails the notebook
+            FAULTS.append(str(fault))
             raise RuntimeError(GRADER_FAULT + str(fault)) from fault
         cell.execution_count = index
         if self.record_timing:  # as nbclient records a cell's run: when the test began and ended

@@ -56,12 +56,7 @@ def check_submission(submission_dir, notebook):
 
 def failure_reason(result):
     """A one-line reason from a failed NbGraderAPI result."""
-    from .execute import GRADER_FAULT
-
     text = (result.get("error") or "") + "\n" + (result.get("log") or "")
-    faults = [line[line.index(GRADER_FAULT):] for line in text.splitlines() if GRADER_FAULT in line]
-    if faults:
-        return faults[-1].strip()
     for needle, reason in (("DeadKernelError", "the kernel died (the notebook exited or crashed its kernel)"),
                            ("Kernel died", "the kernel died (the notebook exited or crashed its kernel)"),
                            ("CellTimeoutError", "a cell ran past the time limit"),
@@ -167,11 +162,11 @@ def grade_one(job):
     """Grade one submission and save its state row; return the state record as a dict."""
     from traitlets.config import Config
 
-    from . import audit, state
+    from . import audit, execute, state
     from .course import nbgrader_api
-    from .execute import GRADER_FAULT
 
     started = time.perf_counter()
+    execute.FAULTS.clear()
     root = Path(job["course_root"])
     submission = root / "submitted" / job["student"] / job["assignment"]
     reason = check_submission(submission, job["notebook"])
@@ -191,11 +186,13 @@ def grade_one(job):
             _share_gradebook_engines()
             api = nbgrader_api(root, job["db_url"], config=config)
             result = api.autograde(job["assignment"], job["student"], force=True, create=True)
-            if not result["success"]:
+            if execute.FAULTS:
+                reason = execute.GRADER_FAULT + execute.FAULTS[0]
+            elif not result["success"]:
                 reason = failure_reason(result)
             gc.collect()  # what the notebook made this worker hold is let go before the next one
     # a grader fault is no outcome of the submission: no fingerprint, so the next run grades it again
-    fingerprint = "" if reason and reason.startswith(GRADER_FAULT) else job["fingerprint"]
+    fingerprint = "" if execute.FAULTS else job["fingerprint"]
     record = state.Record(job["student"], fingerprint, "failed" if reason else "graded", reason or "",
                           time.perf_counter() - started, [dataclasses.asdict(f) for f in flags])
     state.save(job["db_url"], job["assignment"], record)
