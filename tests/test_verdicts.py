@@ -88,7 +88,8 @@ class _Forged:
     """The grader's end of a pair socket, fed the messages a forged kernel sends, in order."""
 
     def __init__(self, messages):
-        self.messages = [json.dumps({"seq": n, "message": m}).encode() for n, m in enumerate(messages, 1)]
+        self.messages = [m if type(m) is bytes else json.dumps({"seq": n, "message": m}).encode()
+                         for n, m in enumerate(messages, 1)]
 
     def poll(self, timeout):
         return bool(self.messages)
@@ -112,18 +113,23 @@ _RAW = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(m
                                                                   "int", "float", "dict", "tuple", "handle", "class"]),
                                                  inner, max_size=3)), max_leaves=10)
 _MESSAGES = st.one_of(st.dictionaries(_FIELDS, _VALUES, min_size=1, max_size=5).map(_KERNEL_CODEC.encode_message),
-                      st.fixed_dictionaries({"owners": _RAW, "body": _RAW}))
+                      st.fixed_dictionaries({"owners": _RAW, "body": _RAW}), st.binary(max_size=6))
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_MESSAGES, min_size=1, max_size=4), st.sampled_from([None, "len"]))
-def test_whatever_a_kernel_answers_is_a_verdict_on_it_never_a_fault_of_the_grader(messages, builtin):
+@given(st.lists(_MESSAGES, min_size=1, max_size=4), st.sampled_from([None, "len"]), _RAW)
+def test_whatever_a_kernel_answers_is_a_verdict_on_it_never_a_fault_of_the_grader(messages, builtin, parent):
     """A fault of the grader fails the notebook's grading (GraderFault, below): no answer of a
     forged kernel may raise one, or any error but the refusal of its data (WireError), the
-    student's exception, or the kernel gone. A call either takes the answer or ends in one of those."""
+    student's exception, or the kernel gone. A call either takes the answer or ends in one of
+    those. The answers come on the checks' socket (a record, a forged record, bytes that are not
+    JSON); when they run out, the kernel's shell channel has a reply with any parent header, then
+    the reply to the cell."""
     remote = verdicts.Remote(None, 60)
     remote.socket, remote.deadline = _Forged(messages), float("inf")
-    remote._post, remote._ended = lambda fields: None, lambda: True
+    replies = [{"parent_header": parent}, {"parent_header": {"msg_id": remote.msg_id}}]
+    remote.client = types.SimpleNamespace(get_shell_msg=lambda timeout: replies.pop(0))
+    remote._post = lambda fields: None
     remote.found, remote.caught, remote.deepest = [], [], [0]
     try:
         remote.call(None, 1, builtin=builtin)

@@ -93,6 +93,13 @@ def _exchange(method):
     return exchange
 
 
+def _replies_to(reply, msg_id):
+    """Whether a message from the kernel's shell channel is the reply to ``msg_id``. The kernel's
+    code can send any message there: its parent header may be no dict."""
+    parent = reply.get("parent_header") if isinstance(reply, dict) else None
+    return isinstance(parent, dict) and parent.get("msg_id") == msg_id
+
+
 class StudentError(Exception):
     """Base of the exceptions that stand for what the student's code raised in its kernel. An
     attribute that the student's exception class added (``error.index``) is read from its kernel."""
@@ -208,7 +215,10 @@ class Remote:
             text = self.socket.recv()
             if len(text) > MAX_ANSWER_CHARS:
                 raise WireError("the student's code returned more data than the checks accept")
-            answer = json.loads(text)
+            try:
+                answer = json.loads(text)
+            except ValueError:  # (not UTF-8, not JSON)
+                raise WireError("an answer that is not JSON") from None
             if not isinstance(answer, dict) or answer.get("seq") != self.seq:
                 continue  # not an answer to this request
             self.callbacks.let_go(answer.get("dropped"))  # the Callbacks that the kernel let go of
@@ -237,7 +247,7 @@ class Remote:
             reply = self.client.get_shell_msg(timeout=0)
         except queue.Empty:
             return False
-        return reply["parent_header"].get("msg_id") == self.msg_id
+        return _replies_to(reply, self.msg_id)
 
     def _post(self, fields):
         """Send one message to the kernel. It never waits: a pair socket holds a message only while
@@ -401,7 +411,7 @@ class Remote:
                 reply = self.client.get_shell_msg(timeout=deadline - time.monotonic())
             except queue.Empty:
                 break
-            if reply["parent_header"].get("msg_id") == self.msg_id:
+            if _replies_to(reply, self.msg_id):
                 break
         self.msg_id = None
 
