@@ -144,7 +144,8 @@ def grade(root, jobs, options, bar):
         for job in jobs:
             reason = check_submission(Path(root) / "submitted" / job["student"] / job["assignment"], job["notebook"])
             if reason:
-                store(root, job["db_url"], job, dict(status="failed", reason=reason, seconds=0.0, flags=[]), {})
+                store(root, job["db_url"], job, dict(fingerprint=job["fingerprint"], status="failed", reason=reason,
+                                                     seconds=0.0, flags=[]), {})
                 bar.update(1)
                 continue
             future = client.submit(run, pack(job), options.timeout, pure=False,
@@ -155,7 +156,7 @@ def grade(root, jobs, options, bar):
             try:
                 record, files = future.result()
             except Exception as exc:  # a worker lost in turn, or the task itself failed: recorded, the batch goes on
-                record, files = dict(status="failed", reason=f"the cluster could not grade this notebook: "
-                                     f"{type(exc).__name__}: {exc}", seconds=0.0, flags=[]), {}
+                record, files = dict(fingerprint=job["fingerprint"], status="failed", reason=f"the cluster could not "
+                                     f"grade this notebook: {type(exc).__name__}: {exc}", seconds=0.0, flags=[]), {}
             store(root, job["db_url"], job, record, files)
             bar.update(1)
