@@ -122,6 +122,11 @@ def store(course_root, db_url, job, record, files):
                                           record["seconds"], record["flags"]))
 
 
+def _failed(job, reason):
+    """The record of a notebook that this client could not have graded (a worker's has the same fields)."""
+    return dict(fingerprint=job["fingerprint"], status="failed", reason=reason, seconds=0.0, flags=[])
+
+
 def client_for(address):
     """A Dask client on ``address``; ``local:N`` starts a LocalCluster of N one-thread processes."""
     from distributed import Client, LocalCluster
@@ -144,8 +149,7 @@ def grade(root, jobs, options, bar):
         for job in jobs:
             reason = check_submission(Path(root) / "submitted" / job["student"] / job["assignment"], job["notebook"])
             if reason:
-                store(root, job["db_url"], job, dict(fingerprint=job["fingerprint"], status="failed", reason=reason,
-                                                     seconds=0.0, flags=[]), {})
+                store(root, job["db_url"], job, _failed(job, reason), {})
                 bar.update(1)
                 continue
             future = client.submit(run, pack(job), options.timeout, pure=False,
@@ -156,7 +160,7 @@ def grade(root, jobs, options, bar):
             try:
                 record, files = future.result()
             except Exception as exc:  # a worker lost in turn, or the task itself failed: recorded, the batch goes on
-                record, files = dict(fingerprint=job["fingerprint"], status="failed", reason=f"the cluster could not "
-                                     f"grade this notebook: {type(exc).__name__}: {exc}", seconds=0.0, flags=[]), {}
+                reason = f"the cluster could not grade this notebook: {type(exc).__name__}: {exc}"
+                record, files = _failed(job, reason), {}
             store(root, job["db_url"], job, record, files)
             bar.update(1)
