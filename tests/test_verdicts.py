@@ -64,6 +64,31 @@ def test_python_values_round_trip():
     assert got["dtype"] is np.float32 and got["dt"] == np.dtype("int64") and got["f"] is np.tanh
 
 
+def test_a_class_is_sent_by_reference_at_once_only_when_no_object_of_it_could_travel_by_value():
+    """The codec learns the classes whose objects always go as references (1.3's 12,000 nodes in
+    one list). An object array, a class, a function of the student's teach it nothing: an array of
+    floats, a NumPy type and NumPy's functions still travel by value."""
+    _, kernel = pair()
+
+    class Node:
+        pass
+
+    class Count(int):  # (an int's subclass always goes by reference)
+        pass
+
+    def sum(x):  # the student's, by NumPy's name
+        return x
+
+    def body(value):
+        return kernel.encode_message(value)["body"]
+
+    sent = [np.array([None], dtype=object), Node, sum, Node(), Count(3)]
+    assert body(sent) == {"list": [{"handle": id(v)} for v in sent]}
+    assert kernel.by_reference == {Node, Count}
+    assert "array" in body(np.ones(2)) and body(np.float64) == {"numpy_type": "float64"} and body(np.tanh) == {
+        "numpy": "tanh"}
+
+
 @pytest.mark.parametrize("message", [
     {"owners": {"k1": {"dtype": "object", "shape": [1], "data": ""}}, "body": None},  # no object arrays
     {"owners": {"k1": {"dtype": "float64", "shape": [2], "data": "AAAA"}}, "body": None},  # wrong size
