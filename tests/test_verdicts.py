@@ -82,11 +82,16 @@ def test_a_class_is_sent_by_reference_at_once_only_when_no_object_of_it_could_tr
     def body(value):
         return kernel.encode_message(value)["body"]
 
-    sent = [np.array([None], dtype=object), Node, sum, Node(), Count(3)]
+    Anonymous = eval("type('Anonymous', (), {})", {})  # made where no __name__ is: it has no __module__
+    sent = [np.array([None], dtype=object), Node, sum, Node(), Count(3), Anonymous()]
     assert body(sent) == {"list": [{"handle": id(v)} for v in sent]}
-    assert kernel.by_reference == {Node, Count}
+    assert kernel.by_reference == {Node, Count, Anonymous}
     assert "array" in body(np.ones(2)) and body(np.float64) == {"numpy_type": "float64"} and body(np.tanh) == {
         "numpy": "tanh"}
+    torch = pytest.importorskip("torch")
+    sparse, unsent_dtype = torch.ones(2).to_sparse(), torch.complex32  # (the wire sends neither by value)
+    assert body([sparse, unsent_dtype]) == {"list": [{"handle": id(sparse)}, {"handle": id(unsent_dtype)}]}
+    assert "tensor" in body(torch.ones(2)) and body(torch.float64) == {"torch_dtype": "float64"}
 
 
 @pytest.mark.parametrize("message", [

@@ -235,8 +235,10 @@ _BY_VALUE_OR_REFERENCE = (np.ndarray, np.generic, np.dtype, type, *_NUMPY_CALLAB
 
 
 def _always_by_reference(cls):
-    """True when the objects of ``cls``, one of which went by reference, always do."""
-    return not issubclass(cls, _BY_VALUE_OR_REFERENCE) and not cls.__module__.startswith("torch")
+    """True when the objects of ``cls``, one of which went by reference, always do. (No attribute of
+    ``cls`` is read: a class that a test cell's code makes has no ``__module__``.)"""
+    torch = _torch()
+    return not issubclass(cls, _BY_VALUE_OR_REFERENCE + ((torch.Tensor, torch.dtype) if torch is not None else ()))
 
 
 class Codec:
