@@ -163,6 +163,11 @@ SUBMISSIONS = {
         "import torch\ndef softmax(z, axis=-1):\n    return torch.softmax(torch.as_tensor(z), dim=axis).numpy()"),
         replace=True),
     "engine-ref-delegation": lambda course: edited("softmax", "from engine_ref.functional import softmax", replace=True),
+    # a right softmax that calls a function of the grader's package, which the kernel has
+    "autograder-delegation": lambda course: edited("softmax", (
+        "def softmax(z, axis=-1):\n    from autograder.inside import checks as grader\n"
+        "    grader.answer_digest('anything')\n    e = np.exp(z - np.max(z, axis=axis, keepdims=True))\n"
+        "    return e / e.sum(axis=axis, keepdims=True)"), replace=True),
     "extra-files": lambda course: edited("softmax", WRONG_SOFTMAX, replace=True),
     "symlinks": lambda course: grading.reference_submission(AID),
     # issue 8: full marks from metadata alone, and verdicts changed in the kernel by names built at run time
@@ -756,7 +761,7 @@ def trusted_batch():
         grading.prepare_course(course, AID)
         for student in WELL_BEHAVED:
             grading.submit(course, AID, student, grading.reference_submission(AID))
-        for n, student in enumerate(VERDICT_ATTACKS + ("torch-delegation",)):
+        for n, student in enumerate(VERDICT_ATTACKS + ("torch-delegation", "autograder-delegation")):
             grading.submit(course, AID, f"m{n}-{student}", SUBMISSIONS[student](course))
             grading.submit(course, AID, f"m{n}-victim", grading.reference_submission(AID))  # graded right after
         grading.submit(course, AID, "reads-hidden", _with_last_cell(READS_HIDDEN))
@@ -768,8 +773,10 @@ def trusted_batch():
 
 
 TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, graded once, on one xdist worker
-# what a last cell sees of the figure cell's work: matplotlib's backend, and the figures built
-FIGURES = "import matplotlib, matplotlib.pyplot as plt\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
+# what a last cell sees of the figure cell's work: matplotlib's backend, and the figures built; and
+# whether the recording was told that the sandbox hides torch
+FIGURES = ("import matplotlib, matplotlib.pyplot as plt\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
+           "\nfrom autograder.inside import recording\nprint('TORCH_HIDDEN:', recording.TORCH_HIDDEN)")
 
 
 @TRUSTED
@@ -789,6 +796,19 @@ def test_torch_is_not_there_to_delegate_to(trusted_batch):
     assert set(SOFTMAX_LOST) <= set(trusted_batch.lost(f"m{n}-torch-delegation"))
     assert "torch" in trusted_batch.outputs(f"m{n}-torch-delegation", "test_softmax")
     assert trusted_batch.lost(f"m{n}-victim") == []
+
+
+@TRUSTED
+def test_a_call_into_the_graders_package_is_a_delegation_where_torch_is_hidden(trusted_batch):
+    """Where the sandbox hides torch, the delegation hook is a trace function (Python calls only):
+    a call into the autograder package, the one package left to hand the work to, still costs the
+    exercise its points."""
+    n = len(VERDICT_ATTACKS) + 1
+    assert set(SOFTMAX_LOST) <= set(trusted_batch.lost(f"m{n}-autograder-delegation"))
+    assert "calls autograder.inside.checks.answer_digest" in trusted_batch.outputs(
+        f"m{n}-autograder-delegation", "test_softmax")
+    assert trusted_batch.lost(f"m{n}-victim") == []
+    assert f"TORCH_HIDDEN: {sandbox.bwrap_works()}" in trusted_batch.outputs("figures", None)
 
 
 @TRUSTED

@@ -44,6 +44,12 @@ _codec = None
 _seq = 0  # the number of the grader's last message: every message the kernel sends carries it
 _ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
 _socket = None  # the test cell's own channel to the grader, while it serves
+# True in a kernel whose sandbox hides torch (its package folders are empty there, and engine_ref
+# is not in it): set by the zygote (autograder.inside.zygote.preload). Only Python code, the
+# autograder package's own, can then take a NumPy exercise's work, so the delegation hook is a
+# trace function, which Python calls at each Python call only, instead of a profile function,
+# called at every return and every C call too (about 8% of a unit-1.4 notebook's CPU).
+TORCH_HIDDEN = False
 _HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _IPYTHON_NAME = re.compile(r"_+|_i+|_i?\d+|_[ido]h|__\w*__")  # IPython's history and the module's dunders
 
@@ -68,8 +74,9 @@ class Callback:
 
     def _ask(self, builtin, *args, **kwargs):
         global _seq, _ended
-        previous = sys.getprofile()  # the round trip is not the student's code: no hook counts it
-        sys.setprofile(None)
+        previous, tracer = sys.getprofile(), sys.gettrace()  # the round trip is not the student's code:
+        sys.setprofile(None)  # no hook sees it
+        sys.settrace(None)
         try:
             request = _send({"callback": self._number, "builtin": builtin, "args": args, "kwargs": kwargs})
             while request.get("op") == "call":  # the callback uses the student's objects in turn
@@ -88,6 +95,7 @@ class Callback:
             error = builtin_class(request.get("types") or [], Exception, Exception)(str(request.get("text", "")))
         finally:
             sys.setprofile(previous)
+            sys.settrace(tracer)
         raise error
 
     def __call__(self, *args, **kwargs):
@@ -331,18 +339,23 @@ def _run(request, args, kwargs, fn):
     depth = [0, 0]  # current, deepest: how far the student's Python calls nest
     inner = (checks._delegation_hook(found, _OWN_CODE) if request.get("numpy_only")
              and request.get("builtin") not in _MACHINERY else None)
-    # a profile hook runs at every call the student's code makes: the depth counter only when asked
-    hook = checks.depth_hook(depth, inner) if request.get("depth") else inner
-    previous = sys.getprofile()
+    # a profile hook runs at every call the student's code makes: the depth counter (which counts
+    # returns too) only when asked; the delegation hook alone, where torch is hidden, as a trace function
+    profile, trace = (checks.depth_hook(depth, inner), None) if request.get("depth") else (
+        (None, inner) if TORCH_HIDDEN else (inner, None))
+    previous, tracer = sys.getprofile(), sys.gettrace()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if hook is not None:
-                sys.setprofile(hook)
+            if profile is not None:
+                sys.setprofile(profile)
+            if trace is not None:
+                sys.settrace(trace)
             try:
                 result = fn(*args, **kwargs)
             finally:
                 sys.setprofile(previous)
+                sys.settrace(tracer)
             answer = {"value": result}
             if request.get("builtin") == "getattr" and len(args) == 2 and isinstance(args[1], str):
                 answer["stable"] = _stable(args[0], args[1], result)

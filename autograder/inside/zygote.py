@@ -50,9 +50,10 @@ CLEAN_UP_SECONDS = 10.0
 KERNEL_FILE = "kernel-sandbox.json"  # the kernel's own connection file, in the worker's connection folder
 
 
-def preload(numpy_only=False):
+def preload(numpy_only=False, private=False):
     """Import what every kernel needs, then seal the checks, before the first fork. A NumPy-only
-    zygote (trusted verdicts: the checks run in the grader) has no torch to import or to seal."""
+    zygote (trusted verdicts: the checks run in the grader) has no torch to import or to seal; in
+    the sandbox's namespaces (``private``) its torch is hidden, which the recording is told."""
     # Set before matplotlib is first imported, and kept by ipykernel (which would set its inline
     # backend, rendering every figure to a PNG): a graded notebook's figures are seen by nobody
     # (the feedback keeps no output of the student's code), so the grading kernels draw none.
@@ -70,7 +71,9 @@ def preload(numpy_only=False):
     import numpy  # noqa: F401
 
     import autograder.inside.checks
-    import autograder.inside.recording  # noqa: F401
+    import autograder.inside.recording
+
+    autograder.inside.recording.TORCH_HIDDEN = numpy_only and private
 
     if not numpy_only:
         import torch  # noqa: F401
@@ -347,7 +350,7 @@ def main(argv):
     fd, *paths = [a for a in argv if a not in ("--private", "--numpy-only")]
     listener = socket.socket(fileno=int(fd))
     dirs = {path: open_dir(path) for path in paths}
-    preload(numpy_only)
+    preload(numpy_only, private)
     gc.freeze()  # what the kernels share stays shared: the collector leaves it untouched
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
