@@ -464,9 +464,10 @@ class Codec:
     def decode(self, x):
         if x is None or isinstance(x, (bool, str)) or type(x) is int:
             return x
-        if type(x) is dict and len(x) <= 2:  # a reference, the commonest value in a long list
+        if type(x) is dict and len(x) <= 2:  # a reference (the commonest value in a long list), which
+            cls = x.get("class")  # may carry the number of its object's class
             for kind in REF_KINDS:
-                number, cls = x.get(kind), x.get("class")
+                number = x.get(kind)
                 if type(number) is int and (len(x) == 1 or type(cls) is int):
                     return self.resolve_ref(kind, number, cls)
         if isinstance(x, list):
@@ -479,11 +480,9 @@ class Codec:
             return self._decode_tensor(x)
         if "scalar" in x and x["scalar"] in DTYPES:
             return np.frombuffer(base64.b64decode(x.get("data", ""), validate=True), dtype=x["scalar"])[0]
-        cls = x.get("class")  # a reference may carry the number of its object's class
-        rest = x if cls is None else {k: val for k, val in x.items() if k != "class"}
-        if len(rest) != 1 or (cls is not None and (type(cls) is not int or next(iter(rest)) not in REF_KINDS)):
+        if len(x) != 1:  # (the one value of two fields, a reference, was decoded above)
             raise WireError("bad value")
-        (kind, v), = rest.items()
+        (kind, v), = x.items()
         if kind == "int":
             return int(v)
         if kind == "float":
@@ -509,8 +508,6 @@ class Codec:
         if kind == "numpy" and isinstance(v, str) and callable(getattr(np, v, None)) and (
                 not self.namespaces or isinstance(getattr(np, v), np.ufunc)):
             return getattr(np, v)
-        if kind in REF_KINDS and type(v) is int:
-            return self.resolve_ref(kind, v, cls)
         if kind == "function" and self.make_function is not None and isinstance(v, list) and len(v) == 4:
             return self.make_function(v[0], v[1], {k: self.decode(val) for k, val in v[2]}, v[3])
         raise WireError(f"unknown value kind {kind!r}")
