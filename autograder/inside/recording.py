@@ -342,8 +342,12 @@ def _run(request, args, kwargs, fn):
              and request.get("builtin") not in _MACHINERY else None)
     # a profile hook runs at every call the student's code makes: the depth counter (which counts
     # returns too) only when asked; the delegation hook alone, where torch is hidden, as a trace function
-    profile, trace = (checks.depth_hook(depth, inner), None) if request.get("depth") else (
-        (None, inner) if TORCH_HIDDEN else (inner, None))
+    if request.get("depth"):
+        profile, trace = checks.depth_hook(depth, inner), None
+    elif TORCH_HIDDEN:
+        profile, trace = None, inner
+    else:
+        profile, trace = inner, None
     previous, tracer = sys.getprofile(), sys.gettrace()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
