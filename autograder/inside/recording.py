@@ -9,7 +9,7 @@ warnings it emitted, whether it called into torch or the reference package, and 
 buffer that changed (an input written in place). It decides nothing: the grader compares.
 
 :func:`serve` runs as the only code of a test cell's execution, and talks over a socket that the
-grader names in that code (a ZeroMQ pair beside the kernel's own sockets, one per test cell): each
+grader names in that code (a :class:`~autograder.inside.wire.Channel` beside the kernel's own sockets, one per test cell): each
 answer to the last request (with that request's number) goes out, and the next request comes
 back, a fraction of a millisecond a round. When the student's code calls something the grader
 handed it (a :class:`Callback`: the function of a finite-difference exercise, the parameters of
@@ -31,7 +31,7 @@ import weakref
 import numpy as np
 
 from autograder.inside import checks
-from autograder.inside.wire import Codec, Lent, Owners, builtin_class
+from autograder.inside.wire import Channel, Codec, Lent, Owners, builtin_class
 
 _objects = Lent()  # handle: the student's object, kept alive until the grader says it let the handle's proxy go
 _callbacks = weakref.WeakValueDictionary()  # number: the live Callback that stands for the grader's object
@@ -404,7 +404,7 @@ def _reply(request):
 def _send(reply):
     """Send ``reply`` (an answer, or a callback's request); the grader's next message. Each message
     says which Callbacks died since the last."""
-    global _dropped
+    global _dropped, _ended
     if _ended:
         raise _End()
     _read.clear()  # the grader may run code now, which can change what was read of its objects
@@ -416,10 +416,14 @@ def _send(reply):
     except Exception as exc:  # a value that cannot be sent: say so instead
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(
             {"error": f"the answer could not be sent: {exc}"}), "dropped": dropped})
-    _socket.send_string(text)
-    while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
-        pass
-    request = json.loads(_socket.recv())
+    try:
+        _socket.send(text.encode())
+        while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
+            pass
+        request = json.loads(_socket.recv())
+    except (EOFError, OSError):  # the grader closed the channel: the test has ended
+        _ended = True
+        raise _End() from None
     _objects.let_go(request.get("dropped"))  # the proxies the grader let go of: it never sends those handles again
     for item in request.get("stale") or ():  # what the grader's code changed of what it said it keeps in step
         if type(item) is list and len(item) == 2 and type(item[0]) is int:
@@ -430,16 +434,12 @@ def _send(reply):
 def serve(address):
     """Answer the grader's requests, over the socket at ``address``, until it says ``end``."""
     global _codec, _seq, _ended, _socket
-    import zmq
-
     if _codec is None:
         _codec = Codec("k", _ref, _resolve, make_function=_function)
     _seq, _ended = 0, False
     _kept.clear()  # (the grader starts each test cell keeping nothing)
-    _socket = zmq.Context.instance().socket(zmq.PAIR)
-    _socket.setsockopt(zmq.LINGER, 0)
+    _socket = Channel.connect(address)
     try:
-        _socket.connect(str(address))
         request = _send({"ready": True})
         while request.get("op") == "call":
             _seq = request.get("seq")

@@ -28,6 +28,12 @@ storage stay views of one storage on the other side (``untyped_storage().data_pt
 storage without memory (an empty tensor's) stays one, and a write into a tensor is seen by the
 other side's views. A side without torch refuses a tensor. ``requires_grad`` travels; a graph does not.
 
+**The channel** (:class:`Channel`) carries one test cell's messages: a stream socket, a Unix socket
+beside the kernel's own (or a port on 127.0.0.1 where the kernel listens on TCP), each message its
+length in 8 bytes, then its bytes. A round trip costs a third of a ZeroMQ pair socket's, which sends
+and receives through a thread of its own on each side (about 30 against 95 microseconds of CPU on
+2 cores): unit 1.8's differential tests make some 8,000 of them a notebook.
+
 Nothing here unpickles: arrays are raw bytes with a dtype from :data:`DTYPES`, and decoding
 rejects anything else. Decoding is the only code of the grader's side that reads what a
 student's kernel wrote, so it checks every field it uses.
@@ -37,6 +43,9 @@ import builtins
 import functools
 import itertools
 import math
+import select
+import socket
+import struct
 import sys
 import types
 import warnings
@@ -574,3 +583,56 @@ class Codec:
         a.flags.writeable = key[-1]
         self.views[key] = a
         return a
+
+
+class Channel:
+    """One test cell's channel, on a connected stream socket (see the module's text): whole messages
+    of bytes, each sent as its length in 8 bytes and then the bytes."""
+
+    LENGTH = struct.Struct("<Q")
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    @classmethod
+    def connect(cls, address):
+        """The kernel's end: ``ipc://PATH`` (a Unix socket) or ``tcp://127.0.0.1:PORT``."""
+        kind, _, where = str(address).partition("://")
+        if kind == "ipc":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(where)
+        else:
+            host, _, port = where.rpartition(":")
+            sock = socket.create_connection((host, int(port)))
+        return cls(sock)
+
+    def send(self, data, timeout=None):
+        """Send one message; past ``timeout`` seconds (None: never) raise TimeoutError."""
+        self.sock.settimeout(timeout)
+        self.sock.sendall(self.LENGTH.pack(len(data)) + data)
+
+    def poll(self, milliseconds):
+        """True when a message has begun to arrive (or the other end closed)."""
+        return bool(select.select([self.sock], [], [], milliseconds / 1000)[0])
+
+    def recv(self, limit=None, timeout=None):
+        """The next message; EOFError when the other end closed, ValueError when its length passes
+        ``limit`` (its bytes are not read), TimeoutError past ``timeout`` seconds."""
+        self.sock.settimeout(timeout)
+        (size,) = self.LENGTH.unpack(self._exactly(self.LENGTH.size))
+        if limit is not None and size > limit:
+            raise ValueError(f"a message of {size} bytes")
+        return self._exactly(size)
+
+    def _exactly(self, size):
+        buffer = bytearray(size)
+        view, got = memoryview(buffer), 0
+        while got < size:
+            n = self.sock.recv_into(view[got:])
+            if not n:
+                raise EOFError("the other end closed the channel")
+            got += n
+        return buffer
+
+    def close(self):
+        self.sock.close()

@@ -24,6 +24,8 @@ import io
 import json
 import os
 import queue
+import select
+import socket
 import time
 import traceback
 import types
@@ -32,17 +34,16 @@ import weakref
 
 import nbformat
 import numpy as np
-import zmq
 from nbgrader import utils as nbutils
 
 from autograder.inside import checks
-from autograder.inside.wire import DTYPES, Codec, Lent, WireError, builtin_class
+from autograder.inside.wire import DTYPES, Channel, Codec, Lent, WireError, builtin_class
 
 from .grading import HIDDEN_START
 
 MAX_ANSWER_CHARS = 64 << 20
 SERVE = "__import__('autograder.inside.recording', fromlist=['serve']).serve({address})"
-END_LINGER_MS = 2000
+END_SECONDS = 2.0  # how long the end of a test may wait for a kernel that reads nothing
 DEFAULTS = ("__defaults__", "__kwdefaults__")  # in a shipped function's values: its defaults, not names it reads
 KEPT_READS = 64  # the reads of the tests' objects that the kernel keeps between messages, at most
 _ABSENT = object()
@@ -171,35 +172,50 @@ class Remote:
     def start(self, seconds=None):
         """Open this test cell's channel to the kernel and start the kernel's serving loop on it.
 
-        The grader binds a ZeroMQ pair socket of its own (beside the kernel's sockets) and names it
-        in the code it runs; the kernel connects and says it is ready. Nothing goes through the
-        kernel's stdin channel: ipykernel throws away what waits there each time it asks for input,
-        and a handshake over it lost a message under load, leaving both sides waiting."""
+        The grader listens on a socket of its own (beside the kernel's sockets: a
+        :class:`~autograder.inside.wire.Channel`), names it in the code it runs, and takes the one
+        connection that comes; the kernel then says it is ready. Nothing goes through the kernel's
+        stdin channel: ipykernel throws away what waits there each time it asks for input, and a
+        handshake over it lost a message under load, leaving both sides waiting."""
         self.deadline = time.monotonic() + (seconds or self.deadline_seconds)
         self.seq = 0
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
         self._drop_plan()
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
-        self.socket = zmq.Context.instance().socket(zmq.PAIR)  # (this process's: a worker is a fork)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_ANSWER_CHARS)
         self.sockets += 1
+        path = None
         try:
             if self.connection.get("transport") == "ipc":
-                address = f"ipc://{self.connection['ip']}-v{self.sockets}"
+                path = f"{self.connection['ip']}-v{self.sockets}"
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 umask = os.umask(0o111)  # the kernel's user, not this one, connects: it needs write access
                 try:
-                    self.socket.bind(address)
+                    listener.bind(path)
                 finally:
                     os.umask(umask)
+                address = f"ipc://{path}"
             else:
-                address = f"tcp://127.0.0.1:{self.socket.bind_to_random_port('tcp://127.0.0.1')}"
-        except zmq.ZMQError as exc:  # the kernel's folder holds something else at that name
-            self.socket.close()
-            self.socket = None
+                listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                listener.bind(("127.0.0.1", 0))
+                address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+            listener.listen(1)
+        except OSError as exc:  # the kernel's folder holds something else at that name
+            listener.close()
             raise KernelGone(f"the checks could not open their channel to the kernel ({exc})") from None
         self.msg_id = self.client.execute(SERVE.format(address=json.dumps(address)), silent=True,
                                           store_history=False, allow_stdin=False)
+        with listener:
+            try:
+                while not select.select([listener], [], [], 0.05)[0]:
+                    if time.monotonic() > self.deadline:
+                        raise TestTimeout("the test ran past its time limit")
+                    if self._ended():
+                        raise KernelGone("the kernel stopped answering the checks")
+                self.socket = Channel(listener.accept()[0])  # one connection: the listener closes
+            finally:
+                if path is not None:
+                    with contextlib.suppress(OSError):  # (the kernel's code may have removed it)
+                        os.unlink(path)
         return self._answer()
 
     def _answer(self):
@@ -212,9 +228,14 @@ class Remote:
                 if self._ended():
                     raise KernelGone("the kernel stopped answering the checks")
                 continue
-            text = self.socket.recv()
-            if len(text) > MAX_ANSWER_CHARS:
-                raise WireError("the student's code returned more data than the checks accept")
+            try:
+                text = self.socket.recv(MAX_ANSWER_CHARS, timeout=left)
+            except ValueError:
+                raise WireError("the student's code returned more data than the checks accept") from None
+            except TimeoutError:
+                raise TestTimeout("the test ran past its time limit") from None
+            except (EOFError, OSError):
+                raise KernelGone("the kernel stopped answering the checks") from None
             try:
                 answer = json.loads(text)
             except ValueError:  # (not UTF-8, not JSON)
@@ -249,15 +270,16 @@ class Remote:
             return False
         return _replies_to(reply, self.msg_id)
 
-    def _post(self, fields):
-        """Send one message to the kernel. It never waits: a pair socket holds a message only while
-        the kernel's end is connected, and a kernel that left its serving loop (interrupted, or its
-        notebook's code ended it) will never read one."""
+    def _post(self, fields, seconds=None):
+        """Send one message to the kernel. It waits no longer than the test's time limit (or
+        ``seconds``): a kernel whose notebook replaced its serving loop may never read one, and one
+        that left its serving loop (interrupted, or its notebook's code ended it) closed its end."""
         self._drop_lost()
         dropped, self.dropped = self.dropped, []
         try:
-            self.socket.send_string(json.dumps(dict(fields, dropped=dropped)), zmq.NOBLOCK)
-        except zmq.Again:
+            self.socket.send(json.dumps(dict(fields, dropped=dropped)).encode(),
+                             timeout=max(0.001, seconds or self.deadline - time.monotonic()))
+        except OSError:  # (TimeoutError too)
             raise KernelGone("the kernel stopped answering the checks") from None
 
     def _send(self, fields, payload, fresh=()):
@@ -396,15 +418,14 @@ class Remote:
         """Stop the serving loop and wait for the cell's reply (its stream output is discarded)."""
         if self.msg_id is None:
             return
-        try:
-            self._post({"op": "end"})
-        except KernelGone:
-            pass  # the serving loop has already ended
+        if self.socket is not None:  # (None: the kernel never connected)
+            try:
+                self._post({"op": "end"}, seconds=END_SECONDS)
+            except KernelGone:
+                pass  # the serving loop has already ended
+            self.socket.close()  # (what was sent is still delivered)
+            self.socket = None
         self.codec.release()
-        # linger until the end is delivered: closed at once, a socket drops what it has not sent
-        # yet, and a kernel that never reads its end serves on until the next cell's time limit
-        self.socket.close(linger=END_LINGER_MS)
-        self.socket = None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
