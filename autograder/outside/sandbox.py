@@ -26,7 +26,7 @@ outside the sandbox:
   the repository), plus a tmpfs ``/tmp`` and three folders of
   the worker's scratch folder, the only writable places: ``work/`` (the kernel's working
   directory: a copy of the submission, minus the notebook being graded, which nbgrader fills
-  with hidden tests), ``home/`` and ``conn/`` (the kernel's ZeroMQ ``ipc`` sockets). The course
+  with hidden tests), ``home/`` and ``conn/`` (the kernel's ZeroMQ ``ipc`` sockets and the checks' channel). The course
   folder, the gradebook, other students' files and the home folder do not exist inside.
 
 The zygote and its kernels run with ``python -P``, so nothing in the submission folder can
