@@ -1,5 +1,7 @@
 """Trusted verdicts: the wire format, and test cells run outside a real kernel (autograder.outside.verdicts)."""
 import json
+import socket
+import time
 import types
 
 import numpy as np
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 import kernels
 from autograder.outside import verdicts
-from autograder.inside.wire import Codec, WireError
+from autograder.inside.wire import Channel, Codec, WireError
 
 
 def pair():
@@ -165,6 +167,30 @@ def test_whatever_a_kernel_answers_is_a_verdict_on_it_never_a_fault_of_the_grade
         remote.call(None, 1, builtin=builtin)
     except (WireError, verdicts.StudentError, verdicts.KernelGone):
         pass
+
+
+@pytest.mark.parametrize("kernel_sends, refused", [
+    (Channel.LENGTH.pack(verdicts.MAX_ANSWER_CHARS + 1), WireError),  # a length past the limit: not read, refused
+    (Channel.LENGTH.pack(10) + b"abc", verdicts.TestTimeout),  # a message begun and never ended: the time limit
+    (None, verdicts.KernelGone),  # the kernel's end closed
+])
+def test_the_channel_refuses_what_a_kernel_cannot_be_waited_for(kernel_sends, refused):
+    """The grader reads no message longer than the checks accept (it does not wait for its bytes),
+    waits for a message's bytes no longer than the test's time limit, and takes a closed channel
+    for a kernel gone."""
+    ours, theirs = socket.socketpair()
+    remote = verdicts.Remote(None, 60)
+    remote.socket, remote.deadline = Channel(ours), time.monotonic() + 1.0
+    with theirs:
+        if kernel_sends is None:
+            theirs.close()
+        else:
+            theirs.sendall(kernel_sends)
+        started = time.monotonic()
+        with pytest.raises(refused):
+            remote._answer()
+    assert time.monotonic() - started < 5
+    ours.close()
 
 
 def _a_kernel():
