@@ -9,9 +9,9 @@ warnings it emitted, whether it called into torch or the reference package, and 
 buffer that changed (an input written in place). It decides nothing: the grader compares.
 
 :func:`serve` runs as the only code of a test cell's execution, and talks over a socket that the
-grader names in that code (a :class:`~autograder.inside.wire.Channel` beside the kernel's own sockets, one per test cell): each
-answer to the last request (with that request's number) goes out, and the next request comes
-back, a fraction of a millisecond a round. When the student's code calls something the grader
+grader names in that code (a :class:`~autograder.inside.wire.Channel` beside the kernel's own
+sockets, one per test cell): each answer to the last request (with that request's number) goes
+out, and the next request comes back, a fraction of a millisecond a round. When the student's code calls something the grader
 handed it (a :class:`Callback`: the function of a finite-difference exercise, the parameters of
 an optimiser), the kernel asks the grader in turn, and answers the grader's own requests until
 the callback's value comes back. A notebook can replace this module or its socket: it then

@@ -183,11 +183,11 @@ class Remote:
         self._drop_plan()
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
         self.sockets += 1
-        path = None
+        ipc = self.connection.get("transport") == "ipc"
+        path = f"{self.connection['ip']}-v{self.sockets}" if ipc else None
+        listener = socket.socket(socket.AF_UNIX if ipc else socket.AF_INET, socket.SOCK_STREAM)
         try:
-            if self.connection.get("transport") == "ipc":
-                path = f"{self.connection['ip']}-v{self.sockets}"
-                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            if ipc:
                 umask = os.umask(0o111)  # the kernel's user, not this one, connects: it needs write access
                 try:
                     listener.bind(path)
@@ -195,7 +195,6 @@ class Remote:
                     os.umask(umask)
                 address = f"ipc://{path}"
             else:
-                listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 listener.bind(("127.0.0.1", 0))
                 address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
             listener.listen(1)
@@ -206,11 +205,7 @@ class Remote:
                                           store_history=False, allow_stdin=False)
         with listener:
             try:
-                while not select.select([listener], [], [], 0.05)[0]:
-                    if time.monotonic() > self.deadline:
-                        raise TestTimeout("the test ran past its time limit")
-                    if self._ended():
-                        raise KernelGone("the kernel stopped answering the checks")
+                self._wait(lambda seconds: select.select([listener], [], [], seconds)[0])
                 self.socket = Channel(listener.accept()[0])  # one connection: the listener closes
             finally:
                 if path is not None:
@@ -218,16 +213,23 @@ class Remote:
                         os.unlink(path)
         return self._answer()
 
-    def _answer(self):
-        """The kernel's answer to request ``self.seq``."""
+    def _wait(self, ready):
+        """Wait until ``ready(seconds)`` is true (the kernel connected, or its message began to come);
+        the seconds left to the test's time limit. Past that limit TestTimeout, and KernelGone when
+        the kernel's cell ended meanwhile."""
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise TestTimeout("the test ran past its time limit")
-            if not self.socket.poll(int(min(left, 0.05) * 1000) + 1):
-                if self._ended():
-                    raise KernelGone("the kernel stopped answering the checks")
-                continue
+            if ready(min(left, 0.05)):
+                return left
+            if self._ended():
+                raise KernelGone("the kernel stopped answering the checks")
+
+    def _answer(self):
+        """The kernel's answer to request ``self.seq``."""
+        while True:
+            left = self._wait(lambda seconds: self.socket.poll(int(seconds * 1000) + 1))
             try:
                 text = self.socket.recv(MAX_ANSWER_CHARS, timeout=left)
             except ValueError:
