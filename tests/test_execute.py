@@ -132,6 +132,32 @@ def test_the_prompt_client_is_ready_at_its_requests_idle_status_and_asks_again_w
     assert client._iopub_channel.messages == [later], "it read past its request's idle status"
 
 
+def test_the_prompt_manager_looks_for_a_killed_kernels_end_every_few_milliseconds(monkeypatch):
+    """PromptKernelManager (autograder/outside/execute.py) waits for a kernel it killed by looking every
+    ``poll_seconds``, not jupyter_client's 0.1 s: a process just sent SIGKILL is still there at
+    the first look, and each notebook waited out one whole interval with nothing to do.
+    (test_hostile's rlimits test runs a real kernel with it, from the worker's configuration.)"""
+    import asyncio
+
+    from autograder.outside.execute import PromptKernelManager
+
+    looks = iter([True, True, False])
+    slept = []
+
+    async def alive():
+        return next(looks)
+
+    async def sleep(seconds):
+        slept.append(seconds)
+
+    km = PromptKernelManager()
+    km._async_is_alive = alive
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    asyncio.run(km._async_wait())
+    assert slept == [PromptKernelManager.poll_seconds] * 2
+    assert PromptKernelManager.poll_seconds <= 0.005
+
+
 def test_the_prompt_client_runs_a_kernel_and_retries_connections_soon():
     from jupyter_client import AsyncKernelManager
     import zmq

@@ -685,9 +685,10 @@ def no_bwrap_no_cgroups(monkeypatch, tmp_path):
 
 
 def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bwrap_no_cgroups, tmp_path):
-    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from traitlets.config import Config
+
+    from autograder.outside.execute import PromptKernelManager
 
     with pytest.warns(sandbox.SandboxWarning) as warned:
         sandbox.preflight()
@@ -705,7 +706,8 @@ def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bw
     with sandbox.Sandbox(1800, 40) as box:
         box.prepare(config, job)
         assert sandbox.BWRAP not in box.zygote.args
-        NotebookClient(nb, kernel_name=config.Execute.kernel_name, config=config, kernel_manager_class=AsyncKernelManager,
+        assert config.Execute.kernel_manager_class == "autograder.outside.execute.PromptKernelManager"
+        NotebookClient(nb, kernel_name=config.Execute.kernel_name, config=config, kernel_manager_class=PromptKernelManager,
                        resources={"metadata": {"path": str(tmp_path / "autograded/s" / AID)}}).execute()
     limit = 1800 * 2**20
     assert nb.cells[0].outputs[0].text.split() == [f"({limit},", f"{limit})", "(40,", "40)", "True", "_SealedModule"]

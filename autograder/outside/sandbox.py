@@ -544,7 +544,8 @@ class Sandbox:
         :class:`autograder.outside.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook`` and ``BoundedExecute.source_notebook``,
         ``Execute.kernel_name``, ``.extra_arguments`` (the student seed, :func:`seed_for`) and
         ``.shutdown_kernel``, ``KernelManager.transport``, ``.connection_file`` and ``.ip``, and
-        ``AsyncKernelManager.client_class`` (:class:`autograder.outside.execute.PromptKernelClient`).
+        ``AsyncKernelManager.client_class`` (:class:`autograder.outside.execute.PromptKernelClient`) and
+        ``Execute.kernel_manager_class`` (:class:`autograder.outside.execute.PromptKernelManager`).
         """
         from .execute import AUTOGRADE_PREPROCESSORS  # nbgrader: loaded by the worker, never by the grader
 
@@ -565,6 +566,7 @@ class Sandbox:
         config.Execute.shutdown_kernel = "immediate"  # the zygote stops what is left of the kernel
         config.KernelManager.transport = "ipc"
         config.AsyncKernelManager.client_class = "autograder.outside.execute.PromptKernelClient"
+        config.Execute.kernel_manager_class = "autograder.outside.execute.PromptKernelManager"
         config.KernelManager.connection_file = str(self.dirs["conn"] / "kernel.json")
         config.KernelManager.ip = str(self.dirs["conn"] / "kernel-ipc")
 
