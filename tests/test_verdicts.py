@@ -67,7 +67,7 @@ def test_python_values_round_trip():
 
 
 def test_a_class_is_sent_by_reference_at_once_only_when_no_object_of_it_could_travel_by_value():
-    """The codec learns the classes whose objects always go as references (1.3's 12,000 nodes in
+    """The codec learns the classes whose objects always go as references (1.3's 10,000 nodes in
     one list). An object array, a class, a function of the student's teach it nothing: an array of
     floats, a NumPy type and NumPy's functions still travel by value."""
     _, kernel = pair()

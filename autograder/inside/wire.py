@@ -373,7 +373,7 @@ class Codec:
         return {"tensor": key, **view}
 
     def encode(self, x):
-        if type(x) in self.by_reference:  # (1.3's graphs: 12,000 nodes in one list)
+        if type(x) in self.by_reference:  # (1.3's graphs: 10,000 nodes in one list)
             return self._reference(x)
         if x is None or isinstance(x, (bool, str)):
             return x
