@@ -29,7 +29,7 @@ reconnect interval (100 ms by default); and ``wait_for_ready``, after the kernel
 ``kernel_info_reply``, reads IOPub until it has been quiet for 0.2 s. :class:`PromptKernelManager`
 removes the same kind of wait at the kernel's end: jupyter_client looks every 0.1 s whether a
 kernel it has just killed is gone, and one just sent SIGKILL never is at the first look, so
-each notebook waited 0.1 s with both the worker and its kernel idle (measured: 0.10 of the 0.77
+each notebook waited 0.1 s with both the worker and its kernel idle (measured: 0.10 of the 0.85
 s that a reference notebook of 1.2 took, one worker on a quiet machine).
 
 nbgrader validates each cell's nbgrader metadata with ``jsonschema.validate``, which checks the
