@@ -11,10 +11,10 @@ buffer that changed (an input written in place). It decides nothing: the grader 
 :func:`serve` runs as the only code of a test cell's execution, and talks over a socket that the
 grader names in that code (a :class:`~autograder.inside.wire.Channel` beside the kernel's own
 sockets, one per test cell): each answer to the last request (with that request's number) goes
-out, and the next request comes back, a fraction of a millisecond a round. When the student's code calls something the grader
-handed it (a :class:`Callback`: the function of a finite-difference exercise, the parameters of
-an optimiser), the kernel asks the grader in turn, and answers the grader's own requests until
-the callback's value comes back. A notebook can replace this module or its socket: it then
+out, and the next request comes back, a fraction of a millisecond a round. When the student's
+code calls something the grader handed it (a :class:`Callback`: the function of a
+finite-difference exercise, the parameters of an optimiser), the kernel asks the grader in turn,
+and answers the grader's own requests until the callback's value comes back. A notebook can replace this module or its socket: it then
 answers for itself, and what it answers is still compared outside, against the cases the
 grader chose.
 """
