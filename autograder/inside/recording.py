@@ -14,9 +14,9 @@ sockets, one per test cell): each answer to the last request (with that request'
 out, and the next request comes back, a fraction of a millisecond a round. When the student's
 code calls something the grader handed it (a :class:`Callback`: the function of a
 finite-difference exercise, the parameters of an optimiser), the kernel asks the grader in turn,
-and answers the grader's own requests until the callback's value comes back. A notebook can replace this module or its socket: it then
-answers for itself, and what it answers is still compared outside, against the cases the
-grader chose.
+and answers the grader's own requests until the callback's value comes back. A notebook can
+replace this module or its socket: it then answers for itself, and what it answers is still
+compared outside, against the cases the grader chose.
 """
 import builtins
 import inspect
