@@ -775,9 +775,13 @@ def trusted_batch():
 
 
 TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, graded once, on one xdist worker
-# what a last cell sees of the figure cell's work: matplotlib's backend, and the figures built; and
-# whether the recording was told that the sandbox hides torch
+# what a last cell sees of the figure cell's work: matplotlib's backend, the figures built, whether
+# the figure was laid out (tight_layout moves its left edge off the default), and the kind of comm
+# its widget has; and whether the recording was told that the sandbox hides torch
 FIGURES = ("import matplotlib, matplotlib.pyplot as plt\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
+           "\nleft = plt.figure(plt.get_fignums()[0]).subplotpars.left"
+           "\nprint('LAID OUT:', left != matplotlib.rcParams['figure.subplot.left'])"
+           "\nprint('COMM:', type(figure_output.comm).__name__)"
            "\nfrom autograder.inside import recording\nprint('TORCH_HIDDEN:', recording.TORCH_HIDDEN)")
 
 
@@ -815,8 +819,11 @@ def test_a_call_into_the_graders_package_is_a_delegation_where_torch_is_hidden(t
 
 @TRUSTED
 def test_graded_kernels_build_the_figure_but_draw_nothing(trusted_batch):
-    """No one sees a graded notebook's figures: the figure cell runs, its show() draws no PNG."""
+    """No one sees a graded notebook's figures: the figure cell runs, its show() draws no PNG, its
+    tight_layout() measures nothing, and its widgets send no message."""
     assert "FIGURES: template 1" in trusted_batch.outputs("figures", None)
+    assert "LAID OUT: False" in trusted_batch.outputs("figures", None)
+    assert "COMM: DummyComm" in trusted_batch.outputs("figures", None)
     assert trusted_batch.lost("figures") == []
 
 

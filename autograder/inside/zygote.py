@@ -50,6 +50,10 @@ CLEAN_UP_SECONDS = 10.0
 KERNEL_FILE = "kernel-sandbox.json"  # the kernel's own connection file, in the worker's connection folder
 
 
+def _no_layout(figure, *args, **kwargs):
+    """A grading kernel's ``Figure.tight_layout``: no one sees the figure (see :func:`preload`)."""
+
+
 def preload(numpy_only=False, private=False):
     """Import what every kernel needs, then seal the checks, before the first fork. A NumPy-only
     zygote (trusted verdicts: the checks run in the grader) has no torch to import or to seal; in
@@ -81,6 +85,17 @@ def preload(numpy_only=False, private=False):
     import matplotlib_inline.backend_inline  # noqa: F401
     import tornado.platform.asyncio  # noqa: F401
     import tornado.queues  # noqa: F401
+
+    # For the same reason, a figure is not laid out and a widget talks to no one: tight_layout()
+    # does nothing (measuring every tick label was 2/3 of a figure's drawing), and each widget's comm
+    # is comm's own DummyComm, which sends nothing (a figure cell's sliders opened some 40 comms,
+    # each a message that nbclient's widget mimic handled). Together 10-80 ms a notebook, by unit.
+    # The figure cell's own code, and the student's code that it calls, still all run.
+    import comm
+    import matplotlib.figure
+
+    comm.create_comm = comm.DummyComm  # (ipykernel.ipkernel set its own at import, above)
+    matplotlib.figure.Figure.tight_layout = _no_layout
 
     import autograder.inside.checks
     import autograder.inside.recording
