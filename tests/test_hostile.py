@@ -14,6 +14,7 @@ import html
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -777,12 +778,14 @@ def trusted_batch():
 TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, graded once, on one xdist worker
 # what a last cell sees of the figure cell's work: matplotlib's backend, the figures built, whether
 # the figure was laid out (tight_layout moves its left edge off the default), and the kind of comm
-# its widget has; and whether the recording was told that the sandbox hides torch
+# its widget has; whether the recording was told that the sandbox hides torch; and how long the
+# kernel sleeps before each execute_reply
 FIGURES = ("import matplotlib, matplotlib.pyplot as plt\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
            "\nleft = plt.figure(plt.get_fignums()[0]).subplotpars.left"
            "\nprint('LAID OUT:', left != matplotlib.rcParams['figure.subplot.left'])"
            "\nprint('COMM:', type(figure_output.comm).__name__)"
-           "\nfrom autograder.inside import recording\nprint('TORCH_HIDDEN:', recording.TORCH_HIDDEN)")
+           "\nfrom autograder.inside import recording\nprint('TORCH_HIDDEN:', recording.TORCH_HIDDEN)"
+           "\nprint('NAP:', get_ipython().kernel._execute_sleep)")
 
 
 @TRUSTED
@@ -825,6 +828,12 @@ def test_graded_kernels_build_the_figure_but_draw_nothing(trusted_batch):
     assert "LAID OUT: False" in trusted_batch.outputs("figures", None)
     assert "COMM: DummyComm" in trusted_batch.outputs("figures", None)
     assert trusted_batch.lost("figures") == []
+
+
+@TRUSTED
+def test_graded_kernels_reply_without_a_nap(trusted_batch):
+    """ipykernel sleeps 0.5 ms before each execute_reply by default: a graded kernel does not."""
+    assert re.search(r"^NAP: 0\.0$", trusted_batch.outputs("figures", None), re.M)  # not 0.0005
 
 
 @TRUSTED
