@@ -824,9 +824,10 @@ def test_a_call_into_the_graders_package_is_a_delegation_where_torch_is_hidden(t
 def test_graded_kernels_build_the_figure_but_draw_nothing(trusted_batch):
     """No one sees a graded notebook's figures: the figure cell runs, its show() draws no PNG, its
     tight_layout() measures nothing, and its widgets send no message."""
-    assert "FIGURES: template 1" in trusted_batch.outputs("figures", None)
-    assert "LAID OUT: False" in trusted_batch.outputs("figures", None)
-    assert "COMM: DummyComm" in trusted_batch.outputs("figures", None)
+    printed = trusted_batch.outputs("figures", None)
+    assert "FIGURES: template 1" in printed
+    assert "LAID OUT: False" in printed
+    assert "COMM: DummyComm" in printed
     assert trusted_batch.lost("figures") == []
 
 

@@ -86,10 +86,11 @@ def preload(numpy_only=False, private=False):
     import tornado.platform.asyncio  # noqa: F401
     import tornado.queues  # noqa: F401
 
-    # For the same reason, a figure is not laid out and a widget talks to no one: tight_layout()
-    # does nothing (measuring every tick label was 2/3 of a figure's drawing), and each widget's comm
-    # is comm's own DummyComm, which sends nothing (a figure cell's sliders opened some 40 comms,
-    # each a message that nbclient's widget mimic handled). Together 10-80 ms a notebook, by unit.
+    # Since no one sees a graded figure (MPLBACKEND, above), a figure is not laid out and a widget
+    # talks to no one: tight_layout() does nothing (measuring every tick label was 2/3 of a figure's
+    # drawing), and each widget's comm is comm's own DummyComm, which sends nothing (a figure cell's
+    # sliders opened some 40 comms, each a message that nbclient's widget mimic handled). Together
+    # 3-80 ms a notebook, by unit.
     # The figure cell's own code, and the student's code that it calls, still all run.
     import comm
     import matplotlib.figure
