@@ -301,9 +301,12 @@ class Batch:
         """The test cells on which ``student`` scored less than full marks."""
         return sorted(k for k, s in self.score(student).items() if s != self.max_points[k])
 
+    def notebook(self, student):
+        return nbformat.read(self.course / "autograded" / student / AID / f"{A.notebook}.ipynb", as_version=4)
+
     def outputs(self, student, grade_id):
         """The text of a cell's outputs in the autograded notebook (the last cell's for None)."""
-        nb = nbformat.read(self.course / "autograded" / student / AID / f"{A.notebook}.ipynb", as_version=4)
+        nb = self.notebook(student)
         chosen = nb.cells[-1] if grade_id is None else cell(nb, grade_id)
         return "\n".join(o.text if o.output_type == "stream" else f"{o.ename}: {o.evalue}" if o.output_type == "error"
                          else json.dumps(o.data) for o in chosen.outputs)
@@ -776,14 +779,17 @@ def trusted_batch():
 
 
 TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, graded once, on one xdist worker
-# what a last cell sees of the figure cell's work: matplotlib's backend, the figures built, whether
-# the figure was laid out (tight_layout moves its left edge off the default), and the kind of comm
-# its widget has; whether the recording was told that the sandbox hides torch; and how long the
-# kernel sleeps before each execute_reply
-FIGURES = ("import matplotlib, matplotlib.pyplot as plt\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
-           "\nleft = plt.figure(plt.get_fignums()[0]).subplotpars.left"
-           "\nprint('LAID OUT:', left != matplotlib.rcParams['figure.subplot.left'])"
-           "\nprint('COMM:', type(figure_output.comm).__name__)"
+# what a last cell sees: matplotlib's backend and the figures built before it (none: the unit's
+# figure cell is a closing cell, which grading skips), whether a figure of its own is laid out
+# (tight_layout moves its left edge off the default), and the kind of comm a widget of its own
+# gets; a name that only the closing putting-it-together cell defines; whether the recording was
+# told that the sandbox hides torch; and how long the kernel sleeps before each execute_reply
+FIGURES = ("import matplotlib, matplotlib.pyplot as plt, ipywidgets"
+           "\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
+           "\nfigure = plt.figure()\nfigure.add_subplot().plot([0, 1])\nfigure.tight_layout()"
+           "\nprint('LAID OUT:', figure.subplotpars.left != matplotlib.rcParams['figure.subplot.left'])"
+           "\nprint('COMM:', type(ipywidgets.Output().comm).__name__)"
+           "\nprint('CLOSING CELLS RAN:', 'figure_output' in globals())"
            "\nfrom autograder.inside import recording\nprint('TORCH_HIDDEN:', recording.TORCH_HIDDEN)"
            "\nprint('NAP:', get_ipython().kernel._execute_sleep)")
 
@@ -821,14 +827,20 @@ def test_a_call_into_the_graders_package_is_a_delegation_where_torch_is_hidden(t
 
 
 @TRUSTED
-def test_graded_kernels_build_the_figure_but_draw_nothing(trusted_batch):
-    """No one sees a graded notebook's figures: the figure cell runs, its show() draws no PNG, its
-    tight_layout() measures nothing, and its widgets send no message."""
+def test_graded_kernels_skip_the_closing_cells_and_draw_nothing(trusted_batch):
+    """No one sees a graded notebook's figures: the closing cells (the figure, putting it together)
+    do not run, and elsewhere a figure's show() draws no PNG, its tight_layout() measures nothing,
+    and a widget sends no message. A cell the student added after them still runs."""
     printed = trusted_batch.outputs("figures", None)
-    assert "FIGURES: template 1" in printed
+    assert "FIGURES: template 0" in printed
+    assert "CLOSING CELLS RAN: False" in printed
     assert "LAID OUT: False" in printed
     assert "COMM: DummyComm" in printed
     assert trusted_batch.lost("figures") == []
+    autograded = trusted_batch.notebook("figures")
+    closing = [c for c in autograded.cells if c.metadata.get("nbgrader", {}).get("grade_id") in
+               ("temperature_figure", "putting_it_together")]
+    assert len(closing) == 2 and all(c.execution_count is None and not c.outputs for c in closing)
 
 
 @TRUSTED
