@@ -782,8 +782,8 @@ TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, grade
 # what a last cell sees: matplotlib's backend and the figures built before it (none: the unit's
 # figure cell is a closing cell, which grading skips), whether a figure of its own is laid out
 # (tight_layout moves its left edge off the default), and the kind of comm a widget of its own
-# gets; a name that only the closing putting-it-together cell defines; whether the recording was
-# told that the sandbox hides torch; and how long the kernel sleeps before each execute_reply
+# gets; whether a name that only the figure cell binds is bound; whether the recording was told
+# that the sandbox hides torch; and how long the kernel sleeps before each execute_reply
 FIGURES = ("import matplotlib, matplotlib.pyplot as plt, ipywidgets"
            "\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
            "\nfigure = plt.figure()\nfigure.add_subplot().plot([0, 1])\nfigure.tight_layout()"
