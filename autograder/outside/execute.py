@@ -96,11 +96,9 @@ def closing_cells(nb):
     """The indices of the given (locked, ungraded) code cells after the notebook's last graded code
     cell: each unit's figure and its putting-it-together example. No score depends on what they do,
     and feedback shows no output but a test cell's, so a graded notebook does not run them."""
-    graded = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and nbutils.is_grade(c)]
-    if not graded:
-        return set()
-    return {i for i in range(graded[-1] + 1, len(nb.cells)) if nb.cells[i].cell_type == "code"
-            and nbutils.is_locked(nb.cells[i]) and not nbutils.is_grade(nb.cells[i])}
+    last = max((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and nbutils.is_grade(c)),
+               default=len(nb.cells))
+    return {i for i, c in enumerate(nb.cells) if i > last and c.cell_type == "code" and nbutils.is_locked(c)}
 
 
 class BoundedExecute(Execute):
