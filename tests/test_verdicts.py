@@ -132,9 +132,10 @@ class _Forged:
 
 # What a recording's answer holds, and values of the shapes it holds them in.
 _FIELDS = st.sampled_from(["value", "raised", "error", "stable", "warnings", "delegated", "depth", "answers",
-                           "types", "message", "frames", "exception", "callback", "builtin", "args", "kwargs"])
+                           "types", "message", "frames", "exception", "callback", "builtin", "args", "kwargs",
+                           "promise"])
 _ATOMS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4),
-                   st.sampled_from(["getattr", "call", "len", "class", "method", "ValueError"]),
+                   st.sampled_from(["getattr", "call", "len", "class", "method", "ValueError", "sync"]),
                    st.builds(np.zeros, st.integers(0, 3)))
 _VALUES = st.recursive(_ATOMS, lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
                                                        st.dictionaries(_FIELDS, inner, max_size=4)), max_leaves=10)
@@ -925,3 +926,122 @@ def test_what_a_worker_works_out_once_of_a_tests_function_follows_its_cell():
     shown, kept = (verdicts._code_facts(code, *verdicts._parsed(source)) for code, source in zip(codes, (visible, hidden)))
     assert shown == (("helper", "def helper(a):\n    return a + 1"), True, [])
     assert kept == (None, True, [])
+
+
+MAKING_STUDENT = """import numpy as np
+seen = []
+def build(engine, n):
+    ts = [engine.Tensor(np.full(2, float(i))) for i in range(n)]
+    out = engine.Double.apply(ts[-1])
+    return float(out.data[0])
+def fails(engine):
+    t = engine.Tensor(np.ones(2))
+    bad = engine.Fail.apply(t)  # the call that raises
+    seen.append("ran on")  # (not waited for: the student's code goes on to its next exchange)
+    return float(bad.data[0])
+def fails_last(engine):
+    engine.Fail.apply(engine.Tensor(np.ones(2)))  # the call that raises
+    return "returned"
+def fails_then_raises(engine):
+    engine.Fail.apply(engine.Tensor(np.ones(2)))  # the call that raises
+    raise ValueError("the student's own")
+def caught(engine):
+    try:
+        engine.Fail.apply(engine.Tensor(np.ones(2)))
+    except RuntimeError as error:
+        return str(error)
+def caught_above(engine):
+    try:
+        return fails(engine)
+    except RuntimeError:
+        return "caught above"
+def caught_later(engine):
+    bad = engine.Fail.apply(engine.Tensor(np.ones(2)))  # the call that raises
+    try:
+        return float(bad.data[0])
+    except Exception:
+        return "caught later"
+"""
+MAKING_TEST = """import types
+class Tensor:
+    lends = frozenset({"data"})
+    makes = frozenset({"__init__"})
+    def __init__(self, data):
+        self.data = np.asarray(data, dtype=float)
+class Double:
+    lends = makes = frozenset({"apply"})
+    @classmethod
+    def apply(cls, t):
+        return Tensor(2 * t.data)
+class Fail:
+    lends = makes = frozenset({"apply"})
+    @classmethod
+    def apply(cls, t):
+        raise RuntimeError("how the grader's object failed")
+engine = types.SimpleNamespace(Tensor=Tensor, Double=Double, Fail=Fail)
+assert build(engine, 50) == 98.0
+"""
+
+
+def test_calls_that_make_are_not_waited_for_and_what_they_raise_is_raised_where_they_were_made(kernel):
+    """1.8's differential tests make some 6,000 tensors a notebook (``engine.Tensor(...)``,
+    ``Op.apply(...)``): the kernel sends those calls without waiting for each answer. One that
+    raises stops the student's code at its next exchange with the grader, or at the request's end,
+    and is recorded as raised by the call, at its line, before any error of the student's own that
+    came after it. A call that a handler of the student's code covers is waited for, so that the
+    handler catches what it raises; a handler entered after the call does not."""
+    remote, asked = student_remote(kernel, MAKING_STUDENT), []
+    run_callback = remote._run_callback
+    remote._run_callback = lambda ask: (asked.append("promise" in ask), run_callback(ask))[1]
+    assert verdicts.run_test_cell(remote, MAKING_TEST, {}) == []
+    assert asked.count(True) == 51 and asked.count(False) <= 2, asked  # (out.data, at most Double.apply)
+    source = MAKING_STUDENT.splitlines()
+    lines = {}  # the line of each function's call that raises
+    for name in ("fails", "fails_last", "fails_then_raises", "caught_later"):
+        start = source.index(next(line for line in source if line.startswith(f"def {name}(")))
+        lines[name] = 1 + next(i for i in range(start, len(source)) if "the call that raises" in source[i])
+    for name, line in lines.items():
+        test = (f"try:\n    got = {name}(engine)\nexcept RuntimeError as error:\n    got = error\n"
+                f"assert isinstance(got, RuntimeError) and str(got) == \"the grader's object raised RuntimeError\", got\n"
+                f"assert got.frames[-1][1:] == [{name!r}, {line}], got.frames\n")
+        assert verdicts.run_test_cell(remote, MAKING_TEST + test, {}) == [], name
+    assert verdicts.run_test_cell(remote, MAKING_TEST + (  # a handler covers these calls: each is waited for
+        "assert caught(engine) == \"the grader's object raised RuntimeError\"\n"
+        "assert caught_above(engine) == 'caught above'\n"
+        "assert seen == ['ran on'], seen  # (fails ran on once, before: not under caught_above)\n"), {}) == []
+
+
+def test_a_kernel_leaves_unanswered_only_calls_that_make_on_data_and_numbers_their_objects_below_zero():
+    """What a forged kernel could send as a call not waited for: the grader runs it only on an object
+    whose class says that it makes, with data and the tests' objects for arguments (nothing that would
+    ask the kernel back), under a new number below 0; else WireError, the kernel's doing. A maker that
+    returns no object of the tests' is the grader's own fault."""
+    remote = verdicts.Remote(None, 60)
+
+    class Tensor:
+        lends, makes = frozenset({"data"}), frozenset({"__init__"})
+
+        def __init__(self, data=0.0):
+            self.data = data
+
+    class Broken:
+        lends, makes = frozenset(), frozenset({"__init__"})
+        __new__ = lambda cls: 42
+
+    maker, other, broken = (remote.callbacks.number(obj) for obj in (Tensor, Tensor(), Broken))
+    assert remote._ref(Tensor) == ("callback", maker, True) and len(remote._ref(Tensor())) == 2
+
+    def make(promise, callback=maker, builtin="call", args=(np.ones(2),), kwargs=None):
+        remote._make({"promise": promise, "callback": callback, "builtin": builtin, "args": args, "kwargs": kwargs or {}})
+
+    make(-1)
+    made = remote.callbacks.get(-1)
+    assert type(made) is Tensor and remote.made == [(-1, made)]
+    make(-2, args=((1, "a", made),))  # (a tuple holding the tests' own object)
+    for refused in [dict(promise=3), dict(promise=-1), dict(promise="-4"), dict(promise=-4, callback=other),
+                    dict(promise=-4, builtin="getattr"), dict(promise=-4, args=(remote._resolve("handle", 9),)),
+                    dict(promise=-4, args=(print,)), dict(promise=-4, kwargs={"data": [Tensor]})]:
+        with pytest.raises(WireError):
+            make(**refused)
+    with pytest.raises(verdicts.GraderFault):
+        make(-5, callback=broken, args=())

@@ -20,6 +20,7 @@ compared outside, against the cases the grader chose.
 """
 import builtins
 import inspect
+import itertools
 import json
 import operator
 import re
@@ -31,7 +32,7 @@ import weakref
 import numpy as np
 
 from autograder.inside import checks
-from autograder.inside.wire import Channel, Codec, Lent, Owners, builtin_class
+from autograder.inside.wire import DTYPES, MAX_OWNER_BYTES, Channel, Codec, Lent, Owners, builtin_class
 
 _objects = Lent()  # handle: the student's object, kept alive until the grader says it let the handle's proxy go
 _callbacks = weakref.WeakValueDictionary()  # number: the live Callback that stands for the grader's object
@@ -40,6 +41,16 @@ _read = {}  # (callback number, attribute): its value, read since the kernel's l
 # callback number: {attribute: value} that the grader said it keeps in step: it names each one
 # that changes (or that it stops following) in a later message, and until then a read costs no round trip
 _kept = {}
+# Calls that make (see Callback.__call__): the numbers of the Callbacks whose calls make a new object of
+# the grader's; the messages of such calls not yet sent; and, by the number the kernel chose for each
+# call's new object, where the student's code made it ((code, offset) of each frame, innermost first),
+# for the calls not yet answered, and for those the grader's last message answered
+_makers = set()
+_outbox = []
+_pending = {}
+_answered = {}
+_promises = itertools.count(-1, -1)  # the kernel numbers a made object below 0, the grader above
+_HANDLERS = {}  # code object: the (start, end) offsets of its bytecode that an exception handler covers
 _codec = None
 _seq = 0  # the number of the grader's last message: every message the kernel sends carries it
 _ended = False  # the grader ended the test: nothing more is sent, whatever the student's code catches
@@ -59,6 +70,17 @@ class _End(BaseException):
     """The grader ended the test while the student's code waited on a callback."""
 
 
+class _Failed(BaseException):
+    """A call that the kernel did not wait for raised (see :meth:`Callback.__call__`): raised at the
+    student's next exchange with the grader, it ends the request, which records ``error`` as raised
+    where the call was made (``stack``). No ``except Exception`` of the student's code catches it:
+    had the kernel waited, the error would have passed through no handler (none covered the call)."""
+
+    def __init__(self, error, stack):
+        super().__init__()
+        self.error, self.stack = error, stack
+
+
 class Callback:
     """An object of the grader's that a test handed to the student's code. Calling it, iterating
     over it, taking its length, and reading or writing its public attributes asks the grader,
@@ -72,34 +94,29 @@ class Callback:
 
     def __del__(self):
         _dropped.append(self._number)
+        _makers.discard(self._number)
 
     def _ask(self, builtin, *args, **kwargs):
-        global _seq, _ended
         previous, tracer = sys.getprofile(), sys.gettrace()  # the round trip is not the student's code:
         sys.setprofile(None)  # no hook sees it
         sys.settrace(None)
         try:
-            request = _send({"callback": self._number, "builtin": builtin, "args": args, "kwargs": kwargs})
-            while request.get("op") == "call":  # the callback uses the student's objects in turn
-                _seq = request.get("seq")
-                request = _reply(request)
-            _seq = request.get("seq")
-            if request.get("op") == "return":
-                value = _payload(request)
-                if builtin == "getattr" and request.get("keep") is True:
-                    _kept.setdefault(self._number, {})[args[0]] = value
-                return value
-            if request.get("op") != "raise":
-                _ended = True
-                raise _End()
-            _payload(request)
-            error = builtin_class(request.get("types") or [], Exception, Exception)(str(request.get("text", "")))
+            return _request(self._number, builtin, args, kwargs)
         finally:
             sys.setprofile(previous)
             sys.settrace(tracer)
-        raise error
 
     def __call__(self, *args, **kwargs):
+        """Call the grader's object. A call of an object that *makes* (the grader said so: 1.8's
+        ``engine.Tensor(...)`` and ``Op.apply(...)``, each a new tensor, some 6,000 a notebook) does not
+        wait for its answer when its arguments are plain data and the grader's objects, and no
+        exception handler of the student's code covers the call: the new object is a Callback of a
+        number chosen here, and the grader runs the call when the message arrives. Had the call
+        raised, the error would have passed through no handler to the request's end; if it does, the
+        student's code stops at its next exchange with the grader (or at the request's end), and the
+        request records that error, raised where the call was made (:class:`_Failed`)."""
+        if self._number in _makers:
+            return _make(self, args, kwargs)
         return self._ask("call", *args, **kwargs)
 
     def __iter__(self):
@@ -125,6 +142,131 @@ class Callback:
     def __setattr__(self, name, value):
         _kept.get(self._number, {}).pop(name, None)
         self._ask("setattr", name, value)
+
+
+def _request(number, builtin, args, kwargs):
+    """Ask the grader to apply ``builtin`` to its object ``number``; answer what the grader asks
+    meanwhile; the value, or raise what the grader's object raised."""
+    global _seq, _ended
+    request = _send({"callback": number, "builtin": builtin, "args": args, "kwargs": kwargs})
+    while request.get("op") == "call":  # the callback uses the student's objects in turn
+        _seq = request.get("seq")
+        request = _reply(request)
+    _seq = request.get("seq")
+    if request.get("op") == "return":
+        value = _payload(request)
+        if builtin == "getattr" and request.get("keep") is True:
+            _kept.setdefault(number, {})[args[0]] = value
+        return value
+    if request.get("op") != "raise":
+        _ended = True
+        raise _End()
+    _payload(request)
+    error = builtin_class(request.get("types") or [], Exception, Exception)(str(request.get("text", "")))
+    if "promise" in request:  # a call made earlier, not waited for
+        raise _Failed(error, _answered.get(request["promise"], []))
+    raise error
+
+
+def _sync():
+    """Wait until the grader has run every call sent without waiting (see :meth:`Callback.__call__`)."""
+    if _pending or _outbox:
+        _request(0, "sync", (), {})
+
+
+def _make(callback, args, kwargs):
+    """``callback(*args, **kwargs)`` for a grader's object that makes (see :meth:`Callback.__call__`)."""
+    previous, tracer = sys.getprofile(), sys.gettrace()
+    sys.setprofile(None)
+    sys.settrace(None)
+    try:
+        stack = _unguarded(sys._getframe(2)) if _socket is not None and not _ended else None
+        if stack is not None and _plain((args, kwargs), 4):
+            number = next(_promises)
+            if _post({"callback": callback._number, "builtin": "call", "args": args, "kwargs": kwargs,
+                      "promise": number}):
+                made = _callbacks[number] = Callback(number)
+                _pending[number] = stack
+                return made
+        return _request(callback._number, "call", args, kwargs)
+    finally:
+        sys.setprofile(previous)
+        sys.settrace(tracer)
+
+
+def _unguarded(frame):
+    """``(code, offset)`` of ``frame`` and each frame above it up to the request's (:func:`_run`),
+    when no exception handler covers where any of them is (a ``try``, a ``with`` block); else None."""
+    stack = []
+    while frame is not None:
+        code = frame.f_code
+        if code is _RUN_CODE:
+            return stack
+        offset = frame.f_lasti
+        ranges = _HANDLERS.get(code)
+        if ranges is None:
+            ranges = _handler_ranges(code)
+        for start, end in ranges:
+            if start <= offset < end:
+                return None
+        stack.append((code, offset))
+        frame = frame.f_back
+    return None
+
+
+def _handler_ranges(code):
+    """The ranges of ``code``'s bytecode that its exception table gives a handler (CPython 3.11's
+    format: entries of variable-length numbers, start, length, target and depth, in code units)."""
+    table, at, ranges = code.co_exceptiontable, 0, []
+
+    def number():
+        nonlocal at
+        byte = table[at]
+        at += 1
+        value = byte & 63
+        while byte & 64:
+            byte = table[at]
+            at += 1
+            value = (value << 6) | (byte & 63)
+        return value
+
+    while at < len(table):
+        start, length = number() * 2, number() * 2
+        number(), number()  # the handler's target, and its stack depth
+        ranges.append((start, start + length))
+    if len(_HANDLERS) > 10_000:  # (a notebook that makes code without end)
+        _HANDLERS.clear()
+    _HANDLERS[code] = ranges
+    return ranges
+
+
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, str, Callback})
+_PLAIN_DTYPES = frozenset(np.dtype(name) for name in DTYPES)
+
+
+def _plain(value, depth):
+    """True for a value that goes by value or as the grader's own object, nothing of the kernel's:
+    the grader's code, given it, never asks the kernel back."""
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return True
+    if kind is np.ndarray or isinstance(value, np.generic):
+        return value.dtype in _PLAIN_DTYPES and (kind is not np.ndarray or value.nbytes <= MAX_OWNER_BYTES // 2)
+    if kind in (tuple, list) and depth:
+        return all(_plain(v, depth - 1) for v in value)
+    if kind is dict and depth:
+        return all(type(k) is str and _plain(v, depth - 1) for k, v in value.items())
+    return False
+
+
+def _stack_frames(stack):
+    """The student's frames (see :func:`_frames`) of a stack that :func:`_unguarded` noted, outermost first."""
+    out = []
+    for code, offset in reversed(stack):
+        if any(mark in code.co_filename for mark in _STUDENT_FILES) or "autograder" not in code.co_filename:
+            line = next((n for start, end, n in code.co_lines() if start <= offset < end), code.co_firstlineno)
+            out.append([code.co_filename, code.co_qualname, line])
+    return out[-20:]
 
 
 def _payload(request):
@@ -154,6 +296,8 @@ def _resolve(kind, number, cls=None):
             callback = _callbacks[number] = Callback(number)
             while number in _dropped:  # gone, but the grader sent it again before it heard: it lives on
                 _dropped.remove(number)
+        if cls is True:  # an object that makes
+            _makers.add(number)
         return callback
     obj = _objects.get(number)  # (None never goes by reference)
     if obj is None:
@@ -361,26 +505,35 @@ def _run(request, args, kwargs, fn):
             finally:
                 sys.setprofile(previous)
                 sys.settrace(tracer)
+            _sync()  # what a call not waited for raised is the request's
             answer = {"value": result}
             if request.get("builtin") == "getattr" and len(args) == 2 and isinstance(args[1], str):
                 answer["stable"] = _stable(args[0], args[1], result)
         except (KeyboardInterrupt, _End):
             raise
         except BaseException as exc:  # SystemExit too: the student's code ended, the kernel did not
-            answer = {"raised": {"types": [t.__name__ for t in type(exc).__mro__], "message": str(exc)[:4000],
-                                 "frames": _frames(exc.__traceback__), "exception": exc}}
+            if type(exc) is not _Failed:
+                try:
+                    _sync()  # a call not waited for that raised came before this
+                except _Failed as failed:
+                    exc = failed
+            error, frames = (exc.error, _stack_frames(exc.stack)) if type(exc) is _Failed else (
+                exc, _frames(exc.__traceback__))
+            answer = {"raised": {"types": [t.__name__ for t in type(error).__mro__], "message": str(error)[:4000],
+                                 "frames": frames, "exception": error}}
     answer["warnings"] = [[[t.__name__ for t in w.category.__mro__], str(w.message)[:1000]] for w in caught[:5]]
     answer["delegated"] = found[:1]
     answer["depth"] = depth[1]
     return answer
 
 
+_RUN_CODE = _run.__code__
 # What the grader asks of the recording itself, which runs none of the student's code.
 _MACHINERY = frozenset({"names", "define", "subclass"})
 # The recording's own functions that the student's code runs through (a ``with`` block, a callback):
 # not a delegation to the package.
 _OWN_CODE = frozenset(c for f in (
-    _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
+    _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__, _make,
     Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class) for c in checks.code_objects(f.__code__))
 
 
@@ -401,29 +554,63 @@ def _reply(request):
     return _send(_answer(request, kept))
 
 
-def _send(reply):
-    """Send ``reply`` (an answer, or a callback's request); the grader's next message. Each message
-    says which Callbacks died since the last."""
-    global _dropped, _ended
-    if _ended:
-        raise _End()
+def _dropped_now():
+    """The numbers of the Callbacks gone since the last message, for the next: the kernel forgets what it kept of them."""
+    global _dropped
     _read.clear()  # the grader may run code now, which can change what was read of its objects
     dropped, _dropped = _dropped, []
     for number in dropped:
         _kept.pop(number, None)
+    return dropped
+
+
+def _post(request):
+    """Queue ``request``, a call that makes, to go before the next message that waits for an answer
+    (each encoded now, with the buffers as they are now); False when it cannot be sent."""
+    try:
+        text = json.dumps({"seq": _seq, "message": _codec.encode_message(request), "dropped": _dropped_now()},
+                          allow_nan=False)
+    except Exception:  # (then asked the usual way, which says why)
+        return False
+    _outbox.append(text.encode())
+    if len(_outbox) >= 64:
+        _flush()
+    return True
+
+
+def _flush():
+    global _ended
+    messages = _outbox[:]
+    _outbox.clear()
+    try:
+        _socket.send_many(messages)
+    except (EOFError, OSError):  # the grader closed the channel: the test has ended
+        _ended = True
+        raise _End() from None
+
+
+def _send(reply):
+    """Send ``reply`` (an answer, or a callback's request), after the calls queued before it; the
+    grader's next message. Each message says which Callbacks died since the last."""
+    global _ended, _pending, _answered
+    if _ended:
+        raise _End()
+    dropped = _dropped_now()
     try:
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(reply), "dropped": dropped}, allow_nan=False)
     except Exception as exc:  # a value that cannot be sent: say so instead
         text = json.dumps({"seq": _seq, "message": _codec.encode_message(
             {"error": f"the answer could not be sent: {exc}"}), "dropped": dropped})
+    _outbox.append(text.encode())
+    _flush()
     try:
-        _socket.send(text.encode())
         while not _socket.poll(100):  # a short wait each time, so that an interrupt is seen at once
             pass
         request = json.loads(_socket.recv())
     except (EOFError, OSError):  # the grader closed the channel: the test has ended
         _ended = True
         raise _End() from None
+    _answered, _pending = _pending, {}  # the grader ran every call sent before this message
     _objects.let_go(request.get("dropped"))  # the proxies the grader let go of: it never sends those handles again
     for item in request.get("stale") or ():  # what the grader's code changed of what it said it keeps in step
         if type(item) is list and len(item) == 2 and type(item[0]) is int:
@@ -438,6 +625,8 @@ def serve(address):
         _codec = Codec("k", _ref, _resolve, make_function=_function)
     _seq, _ended = 0, False
     _kept.clear()  # (the grader starts each test cell keeping nothing)
+    _outbox.clear()
+    _pending.clear()
     _socket = Channel.connect(address)
     try:
         request = _send({"ready": True})

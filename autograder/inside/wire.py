@@ -228,6 +228,16 @@ class Lent:
             self._numbers[id(obj)] = n
         return n
 
+    def adopt(self, number, obj):
+        """Lend ``obj``, which is not lent, under ``number``, which the other side chose (below 0:
+        this side's own numbers are above); WireError for a number in use or not the other side's."""
+        if type(number) is not int or number >= 0 or number in self.by_number:
+            raise WireError("an object number that the other side may not choose")
+        if self.by_number.get(self._numbers.get(id(obj))) is obj:
+            raise ValueError("an object lent already")
+        self.by_number[number] = obj
+        self._numbers[id(obj)] = number
+
     def let_go(self, numbers):
         """Drop the numbers that the other side's message listed (anything else in the list is ignored)."""
         for n in numbers if isinstance(numbers, list) else ():
@@ -253,8 +263,11 @@ def _always_by_reference(cls):
 class Codec:
     """Encodes and decodes messages for one side. What cannot travel by value travels as a
     reference: ``make_ref(obj)`` gives its ``(kind, number)``, kind one of :data:`REF_KINDS`, or
-    ``(kind, number, cls)`` with the number of the object's class, and ``resolve_ref(kind, number,
-    cls)`` turns one received back into an object (its own, or a proxy; ``cls`` None when not sent)."""
+    ``("handle", number, cls)`` with the number of the object's class, or ``("callback", number,
+    True)`` for a grader's object that *makes* (calling it returns a new object of the grader's and
+    changes nothing else, so the kernel need not wait for the answer: see
+    :mod:`autograder.inside.recording`), and ``resolve_ref(kind, number, cls)`` turns one received
+    back into an object (its own, or a proxy; ``cls`` that class number, or True, or None)."""
 
     def __init__(self, prefix, make_ref, resolve_ref, namespaces=False, ship=None, make_function=None):
         self.owners = Owners(prefix)
@@ -422,8 +435,10 @@ class Codec:
         return self._reference(x)
 
     def _reference(self, x):
-        kind, number, *cls = self.make_ref(x)
-        return {kind: number, "class": cls[0]} if cls else {kind: number}
+        kind, number, *extra = self.make_ref(x)
+        if not extra:
+            return {kind: number}
+        return {kind: number, "class" if kind == "handle" else "makes": extra[0]}
 
     # --- decoding ---------------------------------------------------------------------------
     def decode_message(self, message):
@@ -479,6 +494,8 @@ class Codec:
                 number = x.get(kind)
                 if type(number) is int and (len(x) == 1 or type(cls) is int):
                     return self.resolve_ref(kind, number, cls)
+                if kind == "callback" and type(number) is int and x.get("makes") is True:
+                    return self.resolve_ref(kind, number, True)
         if isinstance(x, list):
             raise WireError("a bare list")
         if not isinstance(x, dict) or len(x) < 1:
@@ -608,8 +625,12 @@ class Channel:
 
     def send(self, data, timeout=None):
         """Send one message; past ``timeout`` seconds (None: never) raise TimeoutError."""
+        self.send_many([data], timeout)
+
+    def send_many(self, messages, timeout=None):
+        """Send messages, in order, in one write."""
         self.sock.settimeout(timeout)
-        self.sock.sendall(self.LENGTH.pack(len(data)) + data)
+        self.sock.sendall(b"".join(part for data in messages for part in (self.LENGTH.pack(len(data)), data)))
 
     def poll(self, milliseconds):
         """True when a message has begun to arrive (or the other end closed)."""

@@ -94,6 +94,8 @@ def torch_engine(**changes):
         # the notebook's Tensor interface, not how a planted engine saved its values (ctx)
         lends = frozenset({"data", "grad", "requires_grad", "fn", "inputs", "shape", "ndim", "dtype", "is_leaf", "T",
                            "item", "backward", "sum", "mean", "exp", "log", "tanh", "relu", "transpose", "reshape"})
+        # what returns a new tensor and changes nothing (autograder.outside.verdicts._makes): making a tensor
+        makes = frozenset({"__init__"})
 
         def __init__(self, data, requires_grad=False):
             self.data = _np_asarray(data.data if isinstance(data, Tensor) else data)
@@ -151,6 +153,7 @@ def torch_engine(**changes):
     class Function:
         torch_fn = None
         lends = frozenset({"apply"})  # forward and backward are how an op is built, which tells planted ones apart
+        makes = frozenset({"apply"})  # a new tensor (its inputs, and their graph, stay as they are)
 
         @classmethod
         def apply(cls, *args, **options):

@@ -166,6 +166,8 @@ class Remote:
         self.planned = []  # what a plan's request ran ahead (:meth:`plan`), for the calls still to ask for it
         self.plan_values = []  # the values of the plan's steps taken so far, for its Later arguments
         self.plans = [0, 0]  # plans sent, and plans dropped before all their steps were taken (see plan)
+        self.made = []  # (number, object) of what the calls that make (see _make) made since the last message
+        self.failed = None  # what such a call raised, to raise at the kernel's next exchange (see _make)
 
     # --- the channel ------------------------------------------------------------------------------
     @_exchange
@@ -182,6 +184,7 @@ class Remote:
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
         self._drop_plan()
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
+        self.made, self.failed = [], None
         self.sockets += 1
         ipc = self.connection.get("transport") == "ipc"
         path = f"{self.connection['ip']}-v{self.sockets}" if ipc else None
@@ -286,7 +289,13 @@ class Remote:
 
     def _send(self, fields, payload, fresh=()):
         """Send a message, and wait for the kernel's next. It tells the kernel what changed of what it
-        keeps of the tests' objects (:meth:`_keep`): ``fresh``, and what this side's code changed."""
+        keeps of the tests' objects (:meth:`_keep`): ``fresh``, and what this side's code changed, and
+        what it would keep of the objects that calls made since the last message (:meth:`_make`)."""
+        self.failed = None
+        if self.made:
+            made, self.made = self.made, []
+            fresh = [*fresh, *(item for number, value in made if self.callbacks.get(number) is value
+                               for item in self._prefetch(value))]
         if self.kept or self.unkept or fresh:
             stale, fresh = self._changes(list(fresh))
             fields = dict(fields, stale=stale) if stale else fields
@@ -309,7 +318,16 @@ class Remote:
         return answer
 
     def _run_callback(self, ask):
-        """Run what the student's code asked of an object of the tests; send back its value, or what it raised."""
+        """Run what the student's code asked of an object of the tests; send back its value, or what it
+        raised. A call that makes is run without an answer (:meth:`_make`); at the kernel's next
+        exchange after one that raised, the answer is that error, and nothing else runs."""
+        if "promise" in ask:
+            self._make(ask)
+            return self._answer()
+        if self.failed is not None:
+            return self._send(self.failed, None)
+        if ask.get("callback") == 0 and ask.get("builtin") == "sync":  # (each call before it has run)
+            return self._send({"op": "return"}, None)
         obj = None
         try:
             number, builtin = ask["callback"], ask.get("builtin")
@@ -329,6 +347,35 @@ class Remote:
             keep = self._keep(ask["callback"], obj, args[0], value)
             return self._send({"op": "return", "keep": True} if keep else {"op": "return"}, value)
         return self._send({"op": "return"}, value, self._prefetch(value))
+
+    def _make(self, ask):
+        """Run a call of an object that makes (:func:`_makes`), which the kernel sent without waiting
+        for its answer: it chose the number of the new object. The arguments are data and the tests'
+        objects only (the call must not ask the kernel back: it is not listening). Once one such
+        call raised, the next are not run (the student's code would not have made them)."""
+        number, callback = ask.get("promise"), ask.get("callback")
+        if type(number) is not int or number >= 0 or self.callbacks.get(number) is not None:
+            raise WireError("an object number that the kernel may not choose")
+        if self.failed is not None:
+            return
+        obj = self.callbacks.get(callback) if type(callback) is int else None
+        args, kwargs = ask.get("args", ()), ask.get("kwargs", {})
+        if obj is None or ask.get("builtin") != "call" or not _makes(obj) or type(args) is not tuple or (
+                type(kwargs) is not dict) or not all(isinstance(k, str) for k in kwargs) or not _data_only(
+                (args, tuple(kwargs.values())), 4):
+            raise WireError("a call that the kernel may not leave unanswered")
+        try:
+            value = obj(*args, **kwargs)
+        except (TestTimeout, KernelGone):
+            raise
+        except Exception as exc:
+            self.failed = {"op": "raise", "types": [t.__name__ for t in type(exc).__mro__],
+                           "text": self._error_text(obj, exc), "promise": number}
+            return
+        if isinstance(value, type) or not isinstance(getattr(type(value), "lends", None), frozenset):
+            raise GraderFault(f"{obj!r} says that it makes, and returned {type(value).__name__}")
+        self.callbacks.adopt(number, value)  # (ValueError, a GraderFault, when it is not new)
+        self.made.append((number, value))
 
     # --- what the kernel keeps of the tests' objects ------------------------------------------------
     def _keep(self, number, obj, name, value):
@@ -446,6 +493,8 @@ class Remote:
             if object.__getattribute__(obj, "_remote") is not self:
                 raise WireError("an object of another student's kernel")
             return "handle", object.__getattribute__(obj, "_handle")
+        if _makes(obj):
+            return "callback", self.callbacks.number(obj), True
         return "callback", self.callbacks.number(obj)  # held until the kernel says its Callback died
 
     def _ship(self, obj, outer=()):
@@ -738,6 +787,34 @@ def _lent(obj, name, writing=False):
             writing and isinstance(obj, type)):
         raise NotLent(f"the tests' object lends no attribute {name!r} to the student's code")
     return name
+
+
+def _makes(obj):
+    """True for an object of the tests whose every call *makes*: it returns a new object of the
+    tests' (one lent by reference) or raises, and changes nothing that exists, so that the kernel
+    may go on without waiting for its answer (:meth:`autograder.inside.recording.Callback.__call__`).
+    A class says so in ``makes``: of calling it (``"__init__"``), and of its methods by name (1.8's
+    ``Tensor``, and each op's ``apply``)."""
+    if type(obj) is types.MethodType:
+        owner = obj.__self__ if isinstance(obj.__self__, type) else type(obj.__self__)
+        name = obj.__func__.__name__
+    elif isinstance(obj, type):
+        owner, name = obj, "__init__"
+    else:
+        return False
+    makes = _class_attribute(owner, "makes")
+    return isinstance(makes, frozenset) and name in makes
+
+
+def _data_only(value, depth):
+    """True for the arguments of a call that makes: data that goes by value, and the tests' own objects."""
+    if value is None or type(value) in (bool, int, float, str) or isinstance(value, (np.ndarray, np.generic)):
+        return True
+    if type(value) in (tuple, list) and depth:
+        return all(_data_only(v, depth - 1) for v in value)
+    if type(value) is dict and depth:
+        return all(_data_only(v, depth - 1) for v in value.values())
+    return not isinstance(value, (Proxy, Method, type)) and isinstance(getattr(type(value), "lends", None), frozenset)
 
 
 class NotLent(AttributeError):
