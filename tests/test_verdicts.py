@@ -945,6 +945,11 @@ def fails_last(engine):
 def fails_then_raises(engine):
     engine.Fail.apply(engine.Tensor(np.ones(2)))  # the call that raises
     raise ValueError("the student's own")
+kept = []
+def keeps(engine):
+    bad = engine.Fail.apply(engine.Tensor(np.ones(2)))  # the call that raises
+    kept.extend([bad, engine.Tensor(np.ones(2))])  # (the second call is never run)
+    return float(bad.data[0])
 def caught(engine):
     try:
         engine.Fail.apply(engine.Tensor(np.ones(2)))
@@ -989,7 +994,8 @@ def test_calls_that_make_are_not_waited_for_and_what_they_raise_is_raised_where_
     raises stops the student's code at its next exchange with the grader, or at the request's end,
     and is recorded as raised by the call, at its line, before any error of the student's own that
     came after it. A call that a handler of the student's code covers is waited for, so that the
-    handler catches what it raises; a handler entered after the call does not."""
+    handler catches what it raises; a handler entered after the call does not. The objects of the
+    calls not run stay the notebook's to keep (and to send back)."""
     remote, asked = student_remote(kernel, MAKING_STUDENT), []
     run_callback = remote._run_callback
     remote._run_callback = lambda ask: (asked.append("promise" in ask), run_callback(ask))[1]
@@ -1009,6 +1015,10 @@ def test_calls_that_make_are_not_waited_for_and_what_they_raise_is_raised_where_
         "assert caught(engine) == \"the grader's object raised RuntimeError\"\n"
         "assert caught_above(engine) == 'caught above'\n"
         "assert seen == ['ran on'], seen  # (fails ran on once, before: not under caught_above)\n"), {}) == []
+    assert verdicts.run_test_cell(remote, MAKING_TEST + "try:\n    keeps(engine)\nexcept RuntimeError:\n    pass\n",
+                                  {}) == []
+    assert verdicts.run_test_cell(remote, "assert [type(made).__name__ for made in kept] == ['Unmade'] * 2, kept\n",
+                                  {}) == []  # (a notebook's list goes by value: read in the next cell)
 
 
 def test_a_kernel_leaves_unanswered_only_calls_that_make_on_data_and_numbers_their_objects_below_zero():

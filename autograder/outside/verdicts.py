@@ -352,11 +352,13 @@ class Remote:
         """Run a call of an object that makes (:func:`_makes`), which the kernel sent without waiting
         for its answer: it chose the number of the new object. The arguments are data and the tests'
         objects only (the call must not ask the kernel back: it is not listening). Once one such
-        call raised, the next are not run (the student's code would not have made them)."""
+        call raised, the next are not run (the student's code would not have made them): its number
+        and theirs stand for an :class:`Unmade`, which a notebook that kept them may still send."""
         number, callback = ask.get("promise"), ask.get("callback")
         if type(number) is not int or number >= 0 or self.callbacks.get(number) is not None:
             raise WireError("an object number that the kernel may not choose")
         if self.failed is not None:
+            self.callbacks.adopt(number, Unmade())
             return
         obj = self.callbacks.get(callback) if type(callback) is int else None
         args, kwargs = ask.get("args", ()), ask.get("kwargs", {})
@@ -371,6 +373,7 @@ class Remote:
         except Exception as exc:
             self.failed = {"op": "raise", "types": [t.__name__ for t in type(exc).__mro__],
                            "text": self._error_text(obj, exc), "promise": number}
+            self.callbacks.adopt(number, Unmade())
             return
         if isinstance(value, type) or not isinstance(getattr(type(value), "lends", None), frozenset):
             raise GraderFault(f"{obj!r} says that it makes, and returned {type(value).__name__}")
@@ -787,6 +790,13 @@ def _lent(obj, name, writing=False):
             writing and isinstance(obj, type)):
         raise NotLent(f"the tests' object lends no attribute {name!r} to the student's code")
     return name
+
+
+class Unmade:
+    """What a call stands for that the grader did not run, as an earlier call raised (see
+    :meth:`Remote._make`): it lends nothing, and calling it raises TypeError."""
+
+    lends = frozenset()
 
 
 def _makes(obj):
