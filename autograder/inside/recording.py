@@ -101,6 +101,8 @@ class Callback:
         sys.setprofile(None)  # no hook sees it
         sys.settrace(None)
         try:
+            if builtin == "call" and self._number in _makers:
+                return _make(self._number, args, kwargs)
             return _request(self._number, builtin, args, kwargs)
         finally:
             sys.setprofile(previous)
@@ -115,8 +117,6 @@ class Callback:
         raised, the error would have passed through no handler to the request's end; if it does, the
         student's code stops at its next exchange with the grader (or at the request's end), and the
         request records that error, raised where the call was made (:class:`_Failed`)."""
-        if self._number in _makers:
-            return _make(self, args, kwargs)
         return self._ask("call", *args, **kwargs)
 
     def __iter__(self):
@@ -170,28 +170,21 @@ def _request(number, builtin, args, kwargs):
 
 def _sync():
     """Wait until the grader has run every call sent without waiting (see :meth:`Callback.__call__`)."""
-    if _pending or _outbox:
+    if _pending:  # (every call queued is pending)
         _request(0, "sync", (), {})
 
 
-def _make(callback, args, kwargs):
-    """``callback(*args, **kwargs)`` for a grader's object that makes (see :meth:`Callback.__call__`)."""
-    previous, tracer = sys.getprofile(), sys.gettrace()
-    sys.setprofile(None)
-    sys.settrace(None)
-    try:
-        stack = _unguarded(sys._getframe(2)) if _socket is not None and not _ended else None
-        if stack is not None and _plain((args, kwargs), 4):
-            number = next(_promises)
-            if _post({"callback": callback._number, "builtin": "call", "args": args, "kwargs": kwargs,
-                      "promise": number}):
-                made = _callbacks[number] = Callback(number)
-                _pending[number] = stack
-                return made
-        return _request(callback._number, "call", args, kwargs)
-    finally:
-        sys.setprofile(previous)
-        sys.settrace(tracer)
+def _make(number, args, kwargs):
+    """Call the grader's object ``number``, which makes (see :meth:`Callback.__call__`), from
+    :meth:`Callback._ask` (the student's code called it from the frame three up)."""
+    stack = _unguarded(sys._getframe(3)) if _socket is not None and not _ended else None
+    if stack is not None and _plain((args, kwargs), 4):
+        made = next(_promises)
+        if _post({"callback": number, "builtin": "call", "args": args, "kwargs": kwargs, "promise": made}):
+            _pending[made] = stack
+            promise = _callbacks[made] = Callback(made)
+            return promise
+    return _request(number, "call", args, kwargs)
 
 
 def _unguarded(frame):
@@ -263,7 +256,7 @@ def _stack_frames(stack):
     """The student's frames (see :func:`_frames`) of a stack that :func:`_unguarded` noted, outermost first."""
     out = []
     for code, offset in reversed(stack):
-        if any(mark in code.co_filename for mark in _STUDENT_FILES) or "autograder" not in code.co_filename:
+        if _students(code):
             line = next((n for start, end, n in code.co_lines() if start <= offset < end), code.co_firstlineno)
             out.append([code.co_filename, code.co_qualname, line])
     return out[-20:]
@@ -434,12 +427,17 @@ BUILTINS = {
 _STUDENT_FILES = ("<ipython-input", "/ipykernel_", "<string>", "<engine>")
 
 
+def _students(code):
+    """True for the code of the student's notebook (or of anything but the autograder package)."""
+    return any(mark in code.co_filename for mark in _STUDENT_FILES) or "autograder" not in code.co_filename
+
+
 def _frames(tb):
     """Where the student's code was when it raised: (file, function, line) of its own frames."""
     out = []
     while tb is not None:
         code = tb.tb_frame.f_code
-        if any(mark in code.co_filename for mark in _STUDENT_FILES) or "autograder" not in code.co_filename:
+        if _students(code):
             out.append([code.co_filename, code.co_qualname, tb.tb_lineno])
         tb = tb.tb_next
     return out[-20:]
@@ -533,7 +531,7 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 # The recording's own functions that the student's code runs through (a ``with`` block, a callback):
 # not a delegation to the package.
 _OWN_CODE = frozenset(c for f in (
-    _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__, _make,
+    _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
     Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class) for c in checks.code_objects(f.__code__))
 
 

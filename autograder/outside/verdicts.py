@@ -375,7 +375,7 @@ class Remote:
                            "text": self._error_text(obj, exc), "promise": number}
             self.callbacks.adopt(number, Unmade())
             return
-        if isinstance(value, type) or not isinstance(getattr(type(value), "lends", None), frozenset):
+        if isinstance(value, type) or not _the_tests(type(value)):
             raise GraderFault(f"{obj!r} says that it makes, and returned {type(value).__name__}")
         self.callbacks.adopt(number, value)  # (ValueError, a GraderFault, when it is not new)
         self.made.append((number, value))
@@ -429,7 +429,7 @@ class Remote:
         if issubclass(type(value), (Proxy, Method)):  # the student's object: a write to it is not seen here
             return False
         cls = value if issubclass(type(value), type) else type(value)
-        return isinstance(getattr(cls, "lends", None), frozenset)  # the tests' object, lent by reference
+        return _the_tests(cls)  # the tests' object, lent by reference
 
     def _changes(self, fresh):
         """``(stale, fresh)`` for the next message: what the kernel should forget of what it keeps
@@ -777,6 +777,11 @@ class Remote:
 NOTEBOOK_MODULES = frozenset({"collections", "copy", "functools", "itertools", "math", "numpy", "numpy.linalg",
                               "numpy.random", "operator", "random", "re", "types", "warnings", "torch",
                               "torch.nn", "torch.nn.functional"})
+def _the_tests(cls):
+    """True for a class of the tests' objects, which go by reference: it declares what it lends."""
+    return isinstance(getattr(cls, "lends", None), frozenset)
+
+
 def _lent(obj, name, writing=False):
     """``name``, when the student's code may read (or, on an instance, write) that attribute of
     the tests' ``obj``: a name that its class declares in ``lends``, the interface it offers the
@@ -824,7 +829,7 @@ def _data_only(value, depth):
         return all(_data_only(v, depth - 1) for v in value)
     if type(value) is dict and depth:
         return all(_data_only(v, depth - 1) for v in value.values())
-    return not isinstance(value, (Proxy, Method, type)) and isinstance(getattr(type(value), "lends", None), frozenset)
+    return not isinstance(value, (Proxy, Method, type)) and _the_tests(type(value))
 
 
 class NotLent(AttributeError):
