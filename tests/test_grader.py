@@ -4,7 +4,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -264,6 +266,7 @@ def _spy_on_workers(monkeypatch, on_send=None):
     def spy(self, job):
         pid = self.proc.pid
         seen["sends"].append((job["student"], pid, psutil.Process(pid).ppid() if pid else None))
+        seen.setdefault("sandboxes", {})[pid] = self.proc.scratch
         if on_send:
             on_send(seen)
         send(self, job)
@@ -287,6 +290,54 @@ def test_the_workers_are_forks_of_one_template_that_warmed_up_once(mixed_class, 
     assert len(workers) == 2 and seen["templates"][0] not in workers
     assert {parent for _, _, parent in seen["sends"]} == set(seen["templates"])
     assert not psutil.pid_exists(seen["templates"][0]) or psutil.Process(seen["templates"][0]).status() == "zombie"
+    # each worker graded in a sandbox that the template had started before its warm-up, one each
+    sandboxes = list(seen["sandboxes"].values())
+    assert len(set(sandboxes)) == 2 and all(s.startswith(f"agbox-{seen['templates'][0]}-") for s in sandboxes)
+    assert not list(Path(tempfile.gettempdir()).glob(f"agbox-{seen['templates'][0]}-*"))
+
+
+def _processes_naming(text):
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if text in " ".join(p.info["cmdline"] or ()) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_at_once(tmp_path):
+    """The zygote is the template's child, not the worker's: its lifeline, which only the worker
+    holds, ends with the worker, and the zygote kills what is below it and exits; the grader then
+    removes the sandbox's folder. The template's other sandbox, for a worker not yet forked, lives on."""
+    with open(tmp_path / "workers.log", "a") as log:
+        template = grader._Template(log, sandboxes=(2, 2048, 128, True))
+        try:
+            worker = grader._Worker(template)
+            assert worker.proc.pid is not None and worker.proc.scratch
+            scratch = Path(tempfile.gettempdir()) / worker.proc.scratch
+            others = [p for p in Path(tempfile.gettempdir()).glob(f"agbox-{template.proc.pid}-*") if p != scratch]
+            assert scratch.is_dir() and len(others) == 1
+            assert _processes_naming(str(scratch)) and _processes_naming(str(others[0]))
+            os.killpg(worker.proc.pid, signal.SIGKILL)  # the worker alone: its lifeline ends
+            assert _gone(scratch)
+            worker.kill()
+            assert not scratch.exists()
+            assert _processes_naming(str(others[0]))
+        finally:
+            template.close()
+    assert _gone(others[0]) and not others[0].exists()
+
+
+def _gone(scratch, seconds=5.0):
+    """True when no process names ``scratch`` within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while _processes_naming(str(scratch)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_template_killed_mid_run_is_replaced_and_the_batch_finishes(mixed_class, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The warm kernel factory of one grading worker: ``python -P -m autograder.inside.zygote FD [--private] [--numpy-only] DIR...``.
+"""The warm kernel factory of one grading worker: ``python -P -m autograder.inside.zygote FD --lifeline L [--private] [--numpy-only] DIR...``.
 
 Starting a kernel costs about two CPU-seconds (the interpreter, numpy, torch, IPython, ipykernel,
 and the checks with their autograd warm-up), more than most notebooks spend in their cells. The
@@ -18,6 +18,12 @@ runs. Each connection carries one JSON line and is served to the end before the 
 * ``{"op": "sync"}``: the answer ``{"ready": true}`` means the zygote is loaded, nothing of any
   earlier kernel is left, and each ``DIR`` path still leads to the folder the zygote opened at
   its start (``false`` when a job renamed or replaced one: the worker then starts a new sandbox).
+
+**Its lifeline.** ``--lifeline L`` is the reading end of a pipe whose writing end only the
+zygote's worker holds. When it ends (the worker exited, crashed or was killed), the zygote kills
+every kernel and process below it and exits, whoever its parent is: the run's template starts
+each first worker's zygote while it warms up, and hands it to the worker it forks
+(:class:`autograder.outside.sandbox.Sandbox`).
 
 **Nothing carries over from one notebook to the next.** When a kernel's connection ends, the
 zygote (a child subreaper, so that no process of the job can leave its family) kills the
@@ -162,7 +168,19 @@ def _kernel(request, zygote, dirs):
         os._exit(code)
 
 
-def serve_kernel(listener, conn, request, dirs):
+class Orphaned(Exception):
+    """The zygote's lifeline ended: its worker is gone."""
+
+
+def _watch(sel, lifeline):
+    """The selector's ready objects; Orphaned when the lifeline is among them."""
+    ready = {key.fileobj for key, _ in sel.select()}
+    if lifeline in ready:
+        raise Orphaned
+    return ready
+
+
+def serve_kernel(listener, conn, request, dirs, lifeline):
     """Fork the kernel, and answer when it exits; kill it when the connection ends first."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -173,11 +191,13 @@ def serve_kernel(listener, conn, request, dirs):
         conn.close()
         _kernel(request, zygote, dirs)
     pidfd = os.pidfd_open(pid)
-    with selectors.DefaultSelector() as sel:
-        sel.register(conn, selectors.EVENT_READ)
-        sel.register(pidfd, selectors.EVENT_READ)
-        ready = {key.fileobj for key, _ in sel.select()}
-    os.close(pidfd)
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in (conn, pidfd, lifeline):
+                sel.register(fd, selectors.EVENT_READ)
+            ready = _watch(sel, lifeline)
+    finally:
+        os.close(pidfd)
     if pidfd in ready:
         _, status = os.waitpid(pid, 0)
         _answer(conn, {"exit": os.waitstatus_to_exitcode(status)})
@@ -363,20 +383,32 @@ def _answer(conn, message):
         pass  # the other end is gone: nobody is waiting for this answer
 
 
-def serve(listener, dirs, private):
-    while True:
-        conn, _ = listener.accept()
-        with conn:
-            line = conn.makefile("rb").readline()
-            request = json.loads(line) if line.strip() else {}
-            if request.get("op") == "kernel":
-                serve_kernel(listener, conn, request, dirs)
-                clean(dirs, private)
-            elif request.get("op") == "sync":
-                _answer(conn, {"ready": intact(dirs)})
+def serve(listener, dirs, private, lifeline):
+    """Serve the worker's requests until the lifeline ends; then kill every process below and return."""
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(listener, selectors.EVENT_READ)
+            sel.register(lifeline, selectors.EVENT_READ)
+            while True:
+                _watch(sel, lifeline)
+                conn, _ = listener.accept()
+                with conn:
+                    line = conn.makefile("rb").readline()
+                    request = json.loads(line) if line.strip() else {}
+                    if request.get("op") == "kernel":
+                        serve_kernel(listener, conn, request, dirs, lifeline)
+                        clean(dirs, private)
+                    elif request.get("op") == "sync":
+                        _answer(conn, {"ready": intact(dirs)})
+    except Orphaned:
+        kill_descendants()
 
 
 def main(argv):
+    argv = list(argv)
+    at = argv.index("--lifeline")
+    lifeline = int(argv.pop(at + 1))
+    argv.pop(at)
     private, numpy_only = "--private" in argv, "--numpy-only" in argv
     fd, *paths = [a for a in argv if a not in ("--private", "--numpy-only")]
     listener = socket.socket(fileno=int(fd))
@@ -385,7 +417,7 @@ def main(argv):
     gc.freeze()  # what the kernels share stays shared: the collector leaves it untouched
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    serve(listener, dirs, private)
+    serve(listener, dirs, private, lifeline)
 
 
 if __name__ == "__main__":

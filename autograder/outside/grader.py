@@ -100,15 +100,19 @@ def _run_lock(course_root, assignment_id):
 
 
 class _Template:
-    """The run's template process (:func:`autograder.outside.worker.template`), which forks the workers."""
+    """The run's template process (:func:`autograder.outside.worker.template`), which forks the workers.
 
-    def __init__(self, log, in_kernel=False):
+    ``sandboxes`` is ``(count, memory_mb, nproc, numpy_only_kernel)``: the template starts that many
+    workers' sandboxes before its warm-up (see :mod:`autograder.outside.worker`)."""
+
+    def __init__(self, log, in_kernel=False, sandboxes=None):
         self.waiting = []  # the forks asked for whose pid has not come yet, oldest first
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        early = ["--sandboxes", *(str(int(v)) for v in sandboxes)] if sandboxes and sandboxes[0] else []
         with theirs:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "autograder.outside.worker", str(theirs.fileno()),
-                 *(["--in-kernel"] if in_kernel else [])],
+                 *(["--in-kernel"] if in_kernel else []), *early],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=nbgrader_env(), start_new_session=True,
                 pass_fds=(theirs.fileno(),))
 
@@ -132,11 +136,12 @@ class _Template:
         template is gone, none of them has one."""
         worker = self.waiting.pop(0)
         try:
-            answer = self.control.recv(32)
+            answer = self.control.recv(256)
         except OSError:
             answer = b""
         if answer:
-            worker.started(int(answer))
+            pid, scratch = answer.decode().split()
+            worker.started(int(pid), None if scratch == "-" else scratch)
             return
         for w in [worker] + self.waiting:
             w.started(None)
@@ -146,10 +151,12 @@ class _Template:
         return self.proc.poll() is None
 
     def close(self):
-        """End the template, and with it (their parent-death signal) any worker still running."""
+        """End the template, and with it (their parent-death signal) any worker still running, and
+        remove the sandboxes it started that no worker took over."""
         self.control.close()
         self.proc.kill()
         self.proc.wait()
+        sandbox.clean_up(self.proc.pid)
 
 
 class _Forked:
@@ -160,10 +167,11 @@ class _Forked:
     def __init__(self, template, stdin, stdout):
         self.template, self.stdin, self.stdout = template, stdin, stdout
         self._pid, self._pidfd, self._known = None, None, False
+        self.scratch = None  # the scratch folder of the sandbox it took over from the template
         self.returncode = None
 
-    def started(self, pid):
-        self._pid, self._known = pid, True
+    def started(self, pid, scratch=None):
+        self._pid, self._known, self.scratch = pid, True, scratch
         if pid is not None:
             try:
                 self._pidfd = os.pidfd_open(pid)
@@ -227,7 +235,7 @@ class _Worker:
         except ProcessLookupError:  # killed before it made its own session, right after the fork
             os.kill(pid, signal.SIGKILL)
         self.proc.wait()
-        sandbox.clean_up(pid)
+        sandbox.clean_up(pid, self.proc.scratch)
 
 
 def _fail(job, reason, seconds):
@@ -298,7 +306,10 @@ def _run(root, jobs, options, before_first_job):
     sel = selectors.DefaultSelector()
     with open(log_dir / "workers.log", "a") as log, _progress(len(jobs), options.progress) as bar:
         workers = []
-        template = [_Template(log, options.in_kernel)]
+        # the first workers' sandboxes start in the template, while it warms up
+        early = (min(options.workers, len(queue)), options.memory_mb, options.nproc,
+                 bool(queue) and not options.in_kernel and BY_ID[queue[0]["assignment"]].numpy_only_kernel)
+        template = [_Template(log, options.in_kernel, early)]
 
         def start_worker(send=True):
             if not template[0].alive():  # it was killed from outside: a new one

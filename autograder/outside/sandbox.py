@@ -33,8 +33,17 @@ The zygote and its kernels run with ``python -P``, so nothing in the submission 
 stand in for numpy, torch or the checks, and the checks are sealed before any notebook code
 runs. nbgrader starts a kernel through a kernelspec whose command (:data:`PROXY`) asks the
 zygote for one over a Unix socket that exists only outside the sandbox, and lives as long as
-the kernel does. When a worker dies, ``--die-with-parent`` takes its sandbox down, with every
-process in the pid namespace, and the grader removes what the worker left (:func:`clean_up`).
+the kernel does. When a worker dies, its sandbox goes down with every process in the pid
+namespace (the zygote's lifeline, a pipe that only the worker holds open, ends; and
+``--die-with-parent`` when the worker started it), and the grader removes what the worker left
+(:func:`clean_up`).
+
+**Started early.** A worker's first zygote costs 1.2-1.75 CPU-seconds to load, which would come
+after the run's template has warmed up (2.5 CPU-seconds on one core, the other idle). So the
+template starts the first workers' sandboxes before its warm-up (:meth:`Sandbox.start`; as root,
+at a lower priority until the warm-up ends, :meth:`Sandbox.hurry`), and each worker it forks takes
+one over (:meth:`Sandbox.adopt`): the zygote, a child of the template, is then watched and killed
+through a pidfd, and its lifeline's writing end is the worker's alone.
 
 Where bubblewrap is missing or cannot create namespaces, the zygote runs unconfined under the
 rlimits alone; :func:`preflight`, at the start of each ``autograder grade`` run, warns loudly.
@@ -49,6 +58,7 @@ import os
 import pwd
 import resource
 import shutil
+import select
 import signal
 import socket
 import stat
@@ -57,6 +67,7 @@ import sys
 import tempfile
 import time
 import warnings
+from contextlib import suppress
 from functools import cache
 from pathlib import Path
 
@@ -91,6 +102,7 @@ PROXY = ("import json, socket, sys\n"
 # The zygote's folders in the worker's scratch folder, all writable inside the sandbox.
 JOB_DIRS = ("conn", "work", "home")
 ZYGOTE_START_SECONDS = 300.0
+EARLY_NICE = 10  # the priority of a zygote that loads while the template warms up (see Sandbox.start)
 MB = 1 << 20
 PREFIX = "agbox"  # scratch folders and cgroups: agbox-<worker pid>-<random>
 # Who the sandbox runs as when the worker is root: a real unprivileged user of this machine.
@@ -218,16 +230,19 @@ def _worker_cgroups(pattern):
         yield from parent.glob(pattern) if parent else ()
 
 
-def clean_up(worker_pid):
-    """Remove what a worker left behind: called by the grader after it killed the worker."""
-    pattern = f"{PREFIX}-{worker_pid}-*"
-    for directory in _worker_cgroups(pattern):
-        _remove_cgroup(directory)
-    for scratch in Path(tempfile.gettempdir()).glob(pattern):
-        try:
-            remove_tree(scratch)
-        except OSError as exc:  # never a reason to stop grading: say so, and go on
-            warnings.warn(f"autograder sandbox: could not remove {scratch}: {exc}", SandboxWarning, stacklevel=2)
+def clean_up(worker_pid, scratch=None):
+    """Remove what a worker left behind: called by the grader after it killed the worker (and with
+    the template's pid, at the end of a run). ``scratch`` names the folder of a sandbox that the
+    worker took over from the template (:meth:`Sandbox.adopt`)."""
+    for pattern in [f"{PREFIX}-{worker_pid}-*"] + ([scratch] if scratch and scratch.startswith(f"{PREFIX}-")
+                                                   and "/" not in scratch else []):
+        for directory in _worker_cgroups(pattern):
+            _remove_cgroup(directory)
+        for folder in Path(tempfile.gettempdir()).glob(pattern):
+            try:
+                remove_tree(folder)
+            except OSError as exc:  # never a reason to stop grading: say so, and go on
+                warnings.warn(f"autograder sandbox: could not remove {folder}: {exc}", SandboxWarning, stacklevel=2)
 
 
 def _system_links():
@@ -371,6 +386,8 @@ class Sandbox:
     ``ipc`` socket paths must stay under 108 bytes), the cgroups and the kernelspec, and sets
     ``JUPYTER_PATH`` in this process's environment so that jupyter finds the kernelspec; the
     zygote starts with the first job. The block's end stops the zygote and removes all that.
+    ``Sandbox(..., active=False)`` leaves the environment alone: the run's template makes the first
+    workers' sandboxes so, starts them, and each worker adopts one (:meth:`adopt`).
 
     The job folders (``conn/``, ``work/``, ``home/``) belong to the sandbox user; the scratch
     folder, ``ctl/`` (the zygote's socket and log) and ``kernels/`` to the worker. The worker
@@ -378,7 +395,7 @@ class Sandbox:
     inode, same owner) and empty, and only through descriptors, never following a link.
     """
 
-    def __init__(self, memory_mb, nproc, numpy_only=False):
+    def __init__(self, memory_mb, nproc, numpy_only=False, active=True):
         self.limits = (memory_mb, nproc, numpy_only)
         self.numpy_only = numpy_only  # trusted verdicts: the kernel gets NumPy, not torch
         self.owner = sandbox_user() if bwrap_works() else None
@@ -402,8 +419,54 @@ class Sandbox:
                 "interrupt_mode": "message", "metadata": {"debugger": False}}
         (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
         self.zygote = None
+        self.lifeline = None  # the writing end of the zygote's lifeline
+        self.active = False
+        if active:
+            self._activate()
+
+    def _activate(self):
+        """Point jupyter at this sandbox's kernelspec (``JUPYTER_PATH``, in this process's environment)."""
         self._previous_path = os.environ.get("JUPYTER_PATH")
         os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(self.scratch), self._previous_path]))
+        self.active = True
+
+    def start(self):
+        """Start the zygote now, ahead of the first job (the template, for a worker it will fork).
+
+        Where this process may raise a priority again (root), the zygote loads at a lower one, so
+        that the template's warm-up, which the run waits for, keeps its core; :meth:`hurry` gives it
+        back the normal priority once the warm-up is done."""
+        self._start(nice=EARLY_NICE if os.geteuid() == 0 else 0)
+
+    def hurry(self):
+        """The normal priority for the zygote started by :meth:`start` and every process below it."""
+        if self.zygote is None or os.geteuid() != 0:
+            return
+        import psutil
+
+        try:
+            tree = [psutil.Process(self.zygote.pid)]
+            tree += tree[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for process in tree:
+            with suppress(psutil.NoSuchProcess):
+                process.nice(0)
+
+    def adopt(self, others=()):
+        """Take this sandbox over in a fork of the process that started its zygote (the template's
+        worker): the zygote, not this process's child, is watched and killed through a pidfd, and
+        the lifelines of the ``others`` (sandboxes the fork also inherited, for later workers) are
+        closed here, so that only their own workers hold them."""
+        for other in others:
+            os.close(other.lifeline)
+        self.zygote = _Adopted(self.zygote.pid)
+        self._activate()
+
+    def hand_over(self):
+        """In the template, once the worker that adopts this sandbox is forked: let go of the lifeline."""
+        os.close(self.lifeline)
+        self.lifeline = None
 
     def __enter__(self):
         return self
@@ -464,7 +527,7 @@ class Sandbox:
         finally:
             os.close(home)
 
-    def _start(self):
+    def _start(self, nice=0):
         self._stop()
         for name in JOB_DIRS:  # what a zygote that died in its clean-up left
             fd = self._open_job_dir(name)
@@ -479,7 +542,9 @@ class Sandbox:
             listener.bind(str(self.socket))
             listener.listen()
             private = bwrap_works()
+            lifeline, self.lifeline = os.pipe()
             zygote = [sys.executable, "-P", "-m", "autograder.inside.zygote", str(listener.fileno()),
+                      "--lifeline", str(lifeline),
                       *(["--private"] if private else []), *(["--numpy-only"] if self.numpy_only else []),
                       *map(str, self.dirs.values())]
             command = (bwrap_command(self.dirs.values(), self.dirs["work"], zygote, scratch=self.scratch,
@@ -487,19 +552,26 @@ class Sandbox:
             memory_mb, nproc, _ = self.limits
             launcher = [sys.executable, "-m", "autograder.outside.sandbox", "--memory-mb", str(memory_mb)]
             launcher += ["--nproc", str(nproc)] if not self.cgroup_procs else []
+            launcher += ["--nice", str(nice)] if nice else []
             if self.owner:
                 launcher += ["--user", f"{self.owner[0]}:{self.owner[1]}", "--stage", str(self.scratch / "stage")]
             for procs in self.cgroup_procs:
                 launcher += ["--cgroup", procs]
-            self.zygote = subprocess.Popen([*launcher, "--", *command], pass_fds=[listener.fileno()],
-                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                           env=self._environment(), cwd=self.dirs["work"])
+            try:
+                self.zygote = subprocess.Popen([*launcher, "--", *command], pass_fds=[listener.fileno(), lifeline],
+                                               stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                               env=self._environment(), cwd=self.dirs["work"])
+            finally:
+                os.close(lifeline)
 
     def _stop(self):
         if self.zygote is not None:
             self.zygote.kill()
             self.zygote.wait()
             self.zygote = None
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
         for procs in self.cgroup_procs:
             for pid in Path(procs).read_text().split():
                 try:
@@ -577,13 +649,43 @@ class Sandbox:
 
     def close(self):
         self._stop()
-        if self._previous_path is None:
+        if self.active and self._previous_path is None:
             os.environ.pop("JUPYTER_PATH", None)
-        else:
+        elif self.active:
             os.environ["JUPYTER_PATH"] = self._previous_path
         for procs in self.cgroup_procs:
             _remove_cgroup(Path(procs).parent)
         remove_tree(self.scratch)
+
+
+class _Adopted:
+    """A zygote that the template started, in the worker that took its sandbox over: what
+    :class:`Sandbox` uses of a ``Popen`` (``pid``, ``poll``, ``kill``, ``wait``), through a pidfd,
+    since the process is not this one's child (the template reaps it)."""
+
+    def __init__(self, pid):
+        self.pid, self._pidfd = pid, os.pidfd_open(pid)
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self._ended()
+        return self.returncode
+
+    def kill(self):
+        if self.returncode is None:
+            with suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+    def wait(self):
+        if self.returncode is None:
+            select.select([self._pidfd], [], [])
+            self._ended()
+        return self.returncode
+
+    def _ended(self):
+        os.close(self._pidfd)
+        self.returncode = -1
 
 
 # --- the launcher: python -m autograder.outside.sandbox [limits] -- command ------------------------
@@ -648,6 +750,8 @@ def launch(argv):
             user = tuple(int(v) for v in value.split(":"))
         elif flag == "--stage":
             stage = value
+        elif flag == "--nice":
+            os.nice(int(value))
     for kind, value in limits.items():
         resource.setrlimit(kind, (value, value))
     if user:

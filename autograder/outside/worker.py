@@ -1,9 +1,11 @@
-"""The grading workers: ``python -m autograder.outside.worker FD [--in-kernel]``, driven by :mod:`autograder.outside.grader`.
+"""The grading workers: ``python -m autograder.outside.worker FD [--in-kernel] [--sandboxes N MEMORY_MB NPROC NUMPY_ONLY]``, driven by :mod:`autograder.outside.grader`.
 
 That command starts the run's *template*: it imports nbgrader, and torch with the checks for
 trusted verdicts (:func:`_warm`), once, while the grader registers the assignment, and then forks
 one worker each time the grader asks (:func:`template`), so that no worker pays those 2.5
-CPU-seconds again. A worker reads jobs, one JSON object a line, on its job pipe, grades each
+CPU-seconds again. Before its warm-up it starts the sandboxes of the first ``N`` workers, whose
+zygotes load on the other core meanwhile, and each of those workers takes one over
+(:meth:`autograder.outside.sandbox.Sandbox.adopt`). A worker reads jobs, one JSON object a line, on its job pipe, grades each
 with ``NbGraderAPI.autograde``, records the outcome in the state table, and answers with one
 JSON line per job on its protocol channel. Everything else that nbgrader, jupyter or a kernel
 may print goes to stderr (the run's workers.log), never into the protocol.
@@ -213,14 +215,19 @@ def _serve(jobs, channel):
         channel.write(json.dumps(grade_one(job)) + "\n")
 
 
-def _forked(template_pid, jobs_fd, channel_fd):
+def _forked(template_pid, jobs_fd, channel_fd, box, others):
     """A worker, in the template's fresh fork: its own session (the grader kills its process group),
-    killed with the template; it grades the jobs of its pipe until the grader closes it. It never
-    returns into the template's loop."""
+    killed with the template; it takes over the sandbox ``box`` that the template started for it
+    (None: it makes its own at its first job), and lets go of the ``others``' lifelines; it grades
+    the jobs of its pipe until the grader closes it. It never returns into the template's loop."""
+    global _sandbox
     status = 1
     try:
         os.setsid()
         _die_with_parent()
+        if box is not None:  # (else there are no others: the template had started none, or gave them all)
+            box.adopt(others)
+            _sandbox = box
         if os.getppid() != template_pid:  # the template died before the signal was set: so does this worker
             return
         _serve(os.fdopen(jobs_fd, "r"), os.fdopen(channel_fd, "w", buffering=1))
@@ -236,15 +243,41 @@ def _forked(template_pid, jobs_fd, channel_fd):
             os._exit(status)
 
 
-def template(control_fd, in_kernel):
-    """Warm up once, then fork a worker for each request on the ``control_fd`` socket (a
-    SOCK_SEQPACKET pair with the grader): a request carries the worker's job pipe and protocol
-    channel, and the answer is the worker's pid. It reaps none of its workers: until it ends,
-    at the end of the run, no worker's pid can be reused, so the pid that the grader kills and
-    waits for (through a pidfd) is always its own worker's."""
+def _early_sandboxes(count, memory_mb, nproc, numpy_only_kernel):
+    """The sandboxes of the first ``count`` workers, their zygotes started; none where one cannot
+    start (the worker then makes its own, and says why)."""
+    from . import sandbox
+
+    boxes = []
+    for _ in range(count):
+        try:
+            box = sandbox.Sandbox(memory_mb, nproc, numpy_only_kernel, active=False)
+        except (RuntimeError, OSError):
+            traceback.print_exc()
+            break
+        try:
+            box.start()
+        except (RuntimeError, OSError):
+            traceback.print_exc()
+            box.close()
+            break
+        boxes.append(box)
+    return boxes
+
+
+def template(control_fd, in_kernel, sandboxes=()):
+    """Start the ``sandboxes`` (:func:`_early_sandboxes` arguments), warm up once, then fork a worker
+    for each request on the ``control_fd`` socket (a SOCK_SEQPACKET pair with the grader): a request
+    carries the worker's job pipe and protocol channel, and the answer is the worker's pid and the
+    scratch folder of the sandbox it took over (``-`` for none). It reaps none of its workers: until
+    it ends, at the end of the run, no worker's pid can be reused, so the pid that the grader kills
+    and waits for (through a pidfd) is always its own worker's."""
     control = socket.socket(fileno=control_fd)
     os.dup2(2, 1)  # anything printed to stdout lands on stderr
+    boxes = _early_sandboxes(*sandboxes) if sandboxes else []
     _warm(in_kernel)
+    for box in boxes:
+        box.hurry()
     gc.collect()
     gc.freeze()  # the warm-up's objects: no collection in a worker touches (and copies) their pages
     while True:
@@ -259,18 +292,27 @@ def template(control_fd, in_kernel):
                 break
             continue
         parent = os.getpid()
+        box = boxes.pop(0) if boxes else None
         pid = os.fork()
         if pid == 0:
             control.close()
-            _forked(parent, *fds)
+            _forked(parent, *fds, box, boxes)
         for fd in fds:
             os.close(fd)
-        control.send(str(pid).encode())
+        if box is not None:
+            box.hand_over()
+        control.send(f"{pid} {box.scratch.name if box is not None else '-'}".encode())
 
 
 def main():
     _die_with_parent()
-    template(int(sys.argv[1]), "--in-kernel" in sys.argv[2:])
+    args = sys.argv[2:]
+    sandboxes = ()
+    if "--sandboxes" in args:
+        at = args.index("--sandboxes")
+        count, memory_mb, nproc, numpy_only_kernel = args[at + 1:at + 5]
+        sandboxes = (int(count), int(memory_mb), int(nproc), numpy_only_kernel == "1")
+    template(int(sys.argv[1]), "--in-kernel" in args, sandboxes)
 
 
 if __name__ == "__main__":
