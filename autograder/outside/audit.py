@@ -17,7 +17,6 @@ tests import (the kernel runs in the submission folder, which is first on ``sys.
 """
 import ast
 import builtins
-import copy
 import functools
 import importlib.util
 import json
@@ -624,7 +623,12 @@ def _describe_role(role):
 
 def _student_text(source_cell):
     """What the released notebook shows of a source cell: nbgrader's ClearHiddenTests applied."""
-    cell = copy.deepcopy(source_cell)
+    return _hidden_tests_cleared(source_cell.source, bool(nbutils.is_grade(source_cell)))
+
+
+@functools.lru_cache(maxsize=4096)  # the source cells of a course, audited with every submission
+def _hidden_tests_cleared(source, grade):
+    cell = nbformat.v4.new_code_cell(source, metadata={"nbgrader": {"grade": grade}})
     ClearHiddenTests().preprocess_cell(cell, {}, 0)
     return cell.source
 
@@ -803,5 +807,12 @@ def audit_submission_dir(path, source_nb):
     nb, flags = _read_notebook(notebook)
     flags += _shadowing_files(folder)
     if nb is not None:
-        flags += audit_notebook(nb, nbformat.read(source_path, as_version=4))
+        st = source_path.stat()
+        flags += audit_notebook(nb, _source_notebook(str(source_path), st.st_mtime_ns, st.st_size))
     return flags
+
+
+@functools.lru_cache(maxsize=16)
+def _source_notebook(path, mtime_ns, size):
+    """The source notebook at ``path``, read once per version (the audit never changes it)."""
+    return nbformat.read(path, as_version=4)

@@ -1050,11 +1050,18 @@ def _method(value):
     return None, None
 
 
-def _derives_from_student(node, namespace):
-    """True for a class that derives from a student's class, or a function that makes one."""
-    classes = [node] if isinstance(node, ast.ClassDef) else [
-        n for n in ast.walk(node) if isinstance(n, ast.ClassDef)] if isinstance(node, ast.FunctionDef) else []
-    return any(isinstance(b, ast.Name) and isinstance(namespace.get(b.id), Proxy) for c in classes for b in c.bases)
+@functools.lru_cache(maxsize=512)
+def _class_bases(source):
+    """``(number, names)`` for each top-level class of a test cell, and each top-level function that
+    defines classes: the names its classes derive from (those that are plain names)."""
+    out = []
+    for i, node in enumerate(_parsed(source)[0].body):
+        classes = [node] if isinstance(node, ast.ClassDef) else [
+            n for n in ast.walk(node) if isinstance(n, ast.ClassDef)] if isinstance(node, ast.FunctionDef) else []
+        names = tuple(b.id for c in classes for b in c.bases if isinstance(b, ast.Name))
+        if names:
+            out.append((i, names))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=512)
@@ -1079,8 +1086,9 @@ def _define_subclasses(remote, source, namespace):
     as a stand-in operation) enters the kernel; the build keeps them out of hidden parts."""
     tree, hidden = _parsed(source)
     left_out = []
-    for i, node in enumerate(tree.body):
-        if _derives_from_student(node, namespace):
+    for i, names in _class_bases(source):
+        if any(isinstance(namespace.get(name), Proxy) for name in names):  # a student's class, or one that makes one
+            node = tree.body[i]
             _refuse_hidden(node, hidden)
             namespace[node.name] = remote.call(None, ast.get_source_segment(source, node), node.name,
                                                builtin="define")
