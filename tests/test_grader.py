@@ -12,7 +12,7 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from autograder.outside import catalogue, grader, grading, state
+from autograder.outside import catalogue, grader, grading, sandbox, state
 from autograder.outside.course import BY_ID, nbgrader_env
 
 import pg
@@ -314,12 +314,19 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
     with open(tmp_path / "workers.log", "a") as log:
         template = grader._Template(log, sandboxes=(2, 2048, 128, True))
         try:
+            if os.geteuid() == 0:  # while the template warms up, its zygotes load at a lower priority
+                deadline = time.monotonic() + 2
+                while len(zygotes := _zygotes(template.proc.pid)) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert len(zygotes) == 2 and {psutil.Process(p).nice() for p in zygotes} == {sandbox.EARLY_NICE}
             worker = grader._Worker(template)
             assert worker.proc.pid is not None and worker.proc.scratch
             scratch = Path(tempfile.gettempdir()) / worker.proc.scratch
             others = [p for p in Path(tempfile.gettempdir()).glob(f"agbox-{template.proc.pid}-*") if p != scratch]
             assert scratch.is_dir() and len(others) == 1
             assert _processes_naming(str(scratch)) and _processes_naming(str(others[0]))
+            # its warm-up done, it gave them back the normal priority
+            assert {psutil.Process(p).nice() for p in _processes_naming(str(scratch))} == {0}
             os.killpg(worker.proc.pid, signal.SIGKILL)  # the worker alone: its lifeline ends
             assert _gone(scratch)
             worker.kill()
@@ -328,6 +335,18 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
         finally:
             template.close()
     assert _gone(others[0]) and not others[0].exists()
+
+
+def _zygotes(template_pid):
+    """The zygote processes of the template's sandboxes (once they run Python, after the launcher and bubblewrap)."""
+    found = []
+    for pid in _processes_naming(f"agbox-{template_pid}-"):
+        try:
+            if psutil.Process(pid).cmdline()[1:4] == ["-P", "-m", "autograder.inside.zygote"]:
+                found.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 def _gone(scratch, seconds=5.0):
