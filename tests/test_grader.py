@@ -327,6 +327,9 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
             assert _processes_naming(str(scratch)) and _processes_naming(str(others[0]))
             # its warm-up done, it gave them back the normal priority
             assert {psutil.Process(p).nice() for p in _processes_naming(str(scratch))} == {0}
+            deadline = time.monotonic() + 5  # (its pid comes right after the fork, before it makes its own session)
+            while os.getpgid(worker.proc.pid) != worker.proc.pid and time.monotonic() < deadline:
+                time.sleep(0.01)
             os.killpg(worker.proc.pid, signal.SIGKILL)  # the worker alone: its lifeline ends
             assert _gone(scratch)
             worker.kill()
