@@ -16,6 +16,7 @@ from autograder.outside import catalogue, grader, grading, sandbox, state
 from autograder.outside.course import BY_ID, nbgrader_env
 
 import pg
+from processes import processes_with
 
 AID = "1.2-softmax-cross-entropy"
 pytestmark = pytest.mark.xdist_group("grader")
@@ -296,23 +297,12 @@ def test_the_workers_are_forks_of_one_template_that_warmed_up_once(mixed_class, 
     assert not list(Path(tempfile.gettempdir()).glob(f"agbox-{seen['templates'][0]}-*"))
 
 
-def _processes_naming(text):
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if text in " ".join(p.info["cmdline"] or ()) and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
 def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_at_once(tmp_path):
     """The zygote is the template's child, not the worker's: its lifeline, which only the worker
     holds, ends with the worker, and the zygote kills what is below it and exits; the grader then
     removes the sandbox's folder. The template's other sandbox, for a worker not yet forked, lives on."""
     with open(tmp_path / "workers.log", "a") as log:
-        template = grader._Template(log, sandboxes=(2, 2048, 128, True))
+        template = grader._Template(log, sandboxes=(2, dict(assignment=AID, memory_mb=2048, nproc=128)))
         try:
             if os.geteuid() == 0:  # while the template warms up, its zygotes load at a lower priority
                 deadline = time.monotonic() + 2
@@ -324,9 +314,9 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
             scratch = Path(tempfile.gettempdir()) / worker.proc.scratch
             others = [p for p in Path(tempfile.gettempdir()).glob(f"agbox-{template.proc.pid}-*") if p != scratch]
             assert scratch.is_dir() and len(others) == 1
-            assert _processes_naming(str(scratch)) and _processes_naming(str(others[0]))
+            assert processes_with(str(scratch)) and processes_with(str(others[0]))
             # its warm-up done, it gave them back the normal priority
-            assert {psutil.Process(p).nice() for p in _processes_naming(str(scratch))} == {0}
+            assert {psutil.Process(p).nice() for p in processes_with(str(scratch))} == {0}
             deadline = time.monotonic() + 5  # (its pid comes right after the fork, before it makes its own session)
             while os.getpgid(worker.proc.pid) != worker.proc.pid and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -334,7 +324,7 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
             assert _gone(scratch)
             worker.kill()
             assert not scratch.exists()
-            assert _processes_naming(str(others[0]))
+            assert processes_with(str(others[0]))
         finally:
             template.close()
     assert _gone(others[0]) and not others[0].exists()
@@ -343,7 +333,7 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
 def _zygotes(template_pid):
     """The zygote processes of the template's sandboxes (once they run Python, after the launcher and bubblewrap)."""
     found = []
-    for pid in _processes_naming(f"agbox-{template_pid}-"):
+    for pid in processes_with(f"agbox-{template_pid}-"):
         try:
             if psutil.Process(pid).cmdline()[1:4] == ["-P", "-m", "autograder.inside.zygote"]:
                 found.append(pid)
@@ -355,7 +345,7 @@ def _zygotes(template_pid):
 def _gone(scratch, seconds=5.0):
     """True when no process names ``scratch`` within ``seconds``."""
     deadline = time.monotonic() + seconds
-    while _processes_naming(str(scratch)):
+    while processes_with(str(scratch)):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)

@@ -27,6 +27,7 @@ from autograder.outside import grader, grading, sandbox, state
 from autograder.outside.course import BY_ID, ROOT
 from autograder.outside.grading import cell
 from autograder.outside.grading import cell_index as index
+from processes import processes_with
 
 pytestmark = pytest.mark.xdist_group("hostile")  # one batch, graded once, on one xdist worker
 
@@ -310,18 +311,6 @@ class Batch:
         chosen = nb.cells[-1] if grade_id is None else cell(nb, grade_id)
         return "\n".join(o.text if o.output_type == "stream" else f"{o.ename}: {o.evalue}" if o.output_type == "error"
                          else json.dumps(o.data) for o in chosen.outputs)
-
-
-def processes_with(marker):
-    """Host processes whose command line contains ``marker``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(proc.name)
-        except OSError:
-            continue
-    return found
 
 
 @pytest.fixture(scope="module")

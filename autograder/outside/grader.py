@@ -102,13 +102,13 @@ def _run_lock(course_root, assignment_id):
 class _Template:
     """The run's template process (:func:`autograder.outside.worker.template`), which forks the workers.
 
-    ``sandboxes`` is ``(count, memory_mb, nproc, numpy_only_kernel)``: the template starts that many
-    workers' sandboxes before its warm-up (see :mod:`autograder.outside.worker`)."""
+    ``sandboxes`` is ``(count, job)``: the template starts that many workers' sandboxes for ``job``
+    before its warm-up (see :mod:`autograder.outside.worker`)."""
 
     def __init__(self, log, in_kernel=False, sandboxes=None):
         self.waiting = []  # the forks asked for whose pid has not come yet, oldest first
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        early = ["--sandboxes", *(str(int(v)) for v in sandboxes)] if sandboxes and sandboxes[0] else []
+        early = ["--sandboxes", str(sandboxes[0]), json.dumps(sandboxes[1])] if sandboxes and sandboxes[0] else []
         with theirs:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "autograder.outside.worker", str(theirs.fileno()),
@@ -307,8 +307,7 @@ def _run(root, jobs, options, before_first_job):
     with open(log_dir / "workers.log", "a") as log, _progress(len(jobs), options.progress) as bar:
         workers = []
         # the first workers' sandboxes start in the template, while it warms up
-        early = (min(options.workers, len(queue)), options.memory_mb, options.nproc,
-                 bool(queue) and not options.in_kernel and BY_ID[queue[0]["assignment"]].numpy_only_kernel)
+        early = (min(options.workers, len(queue)), queue[0] if queue else None)
         template = [_Template(log, options.in_kernel, early)]
 
         def start_worker(send=True):

@@ -649,10 +649,11 @@ class Sandbox:
 
     def close(self):
         self._stop()
-        if self.active and self._previous_path is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        elif self.active:
-            os.environ["JUPYTER_PATH"] = self._previous_path
+        if self.active:
+            if self._previous_path is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = self._previous_path
         for procs in self.cgroup_procs:
             _remove_cgroup(Path(procs).parent)
         remove_tree(self.scratch)

@@ -1,4 +1,4 @@
-"""The grading workers: ``python -m autograder.outside.worker FD [--in-kernel] [--sandboxes N MEMORY_MB NPROC NUMPY_ONLY]``, driven by :mod:`autograder.outside.grader`.
+"""The grading workers: ``python -m autograder.outside.worker FD [--in-kernel] [--sandboxes N JOB_JSON]``, driven by :mod:`autograder.outside.grader`.
 
 That command starts the run's *template*: it imports nbgrader, and torch with the checks for
 trusted verdicts (:func:`_warm`), once, while the grader registers the assignment, and then forks
@@ -110,12 +110,17 @@ def numpy_only(job):
     return trusted(job) and BY_ID[job["assignment"]].numpy_only_kernel
 
 
+def sandbox_limits(job):
+    """The :class:`autograder.outside.sandbox.Sandbox` arguments that grading ``job`` needs."""
+    return job["memory_mb"], job["nproc"], numpy_only(job)
+
+
 def _sandbox_for(job):
     """This worker's sandbox, made at its first job (and again if the limits change)."""
     global _sandbox
     from . import sandbox
 
-    limits = (job["memory_mb"], job["nproc"], numpy_only(job))
+    limits = sandbox_limits(job)
     if _sandbox is None or _sandbox.limits != limits:
         if _sandbox is not None:
             atexit.unregister(_sandbox.close)
@@ -243,15 +248,15 @@ def _forked(template_pid, jobs_fd, channel_fd, box, others):
             os._exit(status)
 
 
-def _early_sandboxes(count, memory_mb, nproc, numpy_only_kernel):
-    """The sandboxes of the first ``count`` workers, their zygotes started; none where one cannot
-    start (the worker then makes its own, and says why)."""
+def _early_sandboxes(count, job):
+    """The sandboxes of the first ``count`` workers, made for ``job`` (the first in the queue), their
+    zygotes started; none where one cannot start (the worker then makes its own, and says why)."""
     from . import sandbox
 
     boxes = []
     for _ in range(count):
         try:
-            box = sandbox.Sandbox(memory_mb, nproc, numpy_only_kernel, active=False)
+            box = sandbox.Sandbox(*sandbox_limits(job), active=False)
         except (RuntimeError, OSError):
             traceback.print_exc()
             break
@@ -310,8 +315,7 @@ def main():
     sandboxes = ()
     if "--sandboxes" in args:
         at = args.index("--sandboxes")
-        count, memory_mb, nproc, numpy_only_kernel = args[at + 1:at + 5]
-        sandboxes = (int(count), int(memory_mb), int(nproc), numpy_only_kernel == "1")
+        sandboxes = (int(args[at + 1]), json.loads(args[at + 2]))
     template(int(sys.argv[1]), "--in-kernel" in args, sandboxes)
 
 
