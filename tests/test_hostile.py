@@ -772,7 +772,8 @@ TRUSTED = pytest.mark.xdist_group("hostile-trusted")  # the trusted batch, grade
 # figure cell is a closing cell, which grading skips), whether a figure of its own is laid out
 # (tight_layout moves its left edge off the default), and the kind of comm a widget of its own
 # gets; whether a name that only the figure cell binds is bound; whether the recording was told
-# that the sandbox hides torch; and how long the kernel sleeps before each execute_reply
+# that the sandbox hides torch; how long the kernel sleeps before each execute_reply, the level its
+# logger is at, and its flush of stdout; and a write, flushed, then printed
 FIGURES = ("import matplotlib, matplotlib.pyplot as plt, ipywidgets"
            "\nprint('FIGURES:', matplotlib.get_backend(), len(plt.get_fignums()))"
            "\nfigure = plt.figure()\nfigure.add_subplot().plot([0, 1])\nfigure.tight_layout()"
@@ -780,7 +781,10 @@ FIGURES = ("import matplotlib, matplotlib.pyplot as plt, ipywidgets"
            "\nprint('COMM:', type(ipywidgets.Output().comm).__name__)"
            "\nprint('CLOSING CELLS RAN:', 'figure_output' in globals())"
            "\nfrom autograder.inside import recording\nprint('TORCH_HIDDEN:', recording.TORCH_HIDDEN)"
-           "\nprint('NAP:', get_ipython().kernel._execute_sleep)")
+           "\nprint('NAP:', get_ipython().kernel._execute_sleep)"
+           "\nprint('LOG LEVEL:', get_ipython().kernel.log.getEffectiveLevel())"
+           "\nimport sys\nprint('FLUSH:', type(sys.stdout).flush.__name__)"
+           "\nsys.stdout.flush()\nsys.stdout.write('WRITTEN, ')\nsys.stdout.flush()\nsys.stdout.flush()\nprint('THEN FLUSHED')")
 
 
 @TRUSTED
@@ -832,9 +836,17 @@ def test_graded_kernels_skip_the_closing_cells_and_draw_nothing(trusted_batch):
 
 
 @TRUSTED
-def test_graded_kernels_reply_without_a_nap(trusted_batch):
-    """ipykernel sleeps 0.5 ms before each execute_reply by default: a graded kernel does not."""
-    assert re.search(r"^NAP: 0\.0$", trusted_batch.outputs("figures", None), re.M)  # not 0.0005
+def test_graded_kernels_reply_without_a_nap_log_records_or_empty_flushes(trusted_batch):
+    """ipykernel sleeps 0.5 ms before each execute_reply by default, makes four DEBUG log records a
+    cell that its WARNING handler drops, and hands every flush of stdout and stderr to its I/O thread
+    and waits, even with nothing to send: a graded kernel does none of that, and what a cell writes
+    still comes out whole and in order."""
+    printed = trusted_batch.outputs("figures", None)
+    assert re.search(r"^NAP: 0\.0$", printed, re.M)  # not 0.0005
+    assert re.search(r"^LOG LEVEL: 30$", printed, re.M)  # logging.WARNING, not DEBUG
+    assert re.search(r"^FLUSH: _flush_if_written$", printed, re.M)
+    assert printed.index("NAP:") < printed.index("LOG LEVEL:") < printed.index("WRITTEN, ") < printed.index(
+        "THEN FLUSHED")
 
 
 @TRUSTED
