@@ -183,3 +183,36 @@ def test_the_prompt_client_runs_a_kernel_and_retries_connections_soon():
     import asyncio
 
     asyncio.run(run())
+
+
+def test_the_worker_validates_the_graded_notebook_once_and_a_bad_one_still_fails():
+    """nbconvert checks a notebook against the schema after each preprocessor unless told to check
+    once, after the last: the worker tells it so (13 checks a notebook down to one), and a
+    preprocessor that breaks the notebook still fails the export."""
+    import pytest
+    from nbconvert.exporters import NotebookExporter
+    from nbconvert.preprocessors import Preprocessor
+
+    from autograder.outside import worker
+
+    seen = []
+
+    class Breaks(Preprocessor):
+        def preprocess(self, nb, resources):
+            seen.append(len(nb.cells))
+            nb.cells[0]["outputs"] = "not a list"
+            return nb, resources
+
+    class Counts(Preprocessor):
+        def preprocess(self, nb, resources):
+            seen.append(nb.cells[0]["outputs"])
+            return nb, resources
+
+    config = worker.grading_config(dict(cell_timeout=60, assignment="1.1-affine-logits"))
+    assert config.Exporter.optimistic_validation is True
+    exporter = NotebookExporter(config=config)
+    exporter.register_preprocessor(Breaks(), enabled=True)
+    exporter.register_preprocessor(Counts(), enabled=True)  # runs: nothing checked between the two
+    with pytest.raises(nbformat.ValidationError):
+        exporter.from_notebook_node(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]))
+    assert seen == [1, "not a list"]

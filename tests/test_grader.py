@@ -212,12 +212,16 @@ def test_each_student_draws_own_hidden_cases_and_the_reference_keeps_full_marks(
 def test_a_worker_opens_the_gradebook_on_one_engine_and_each_opening_still_works(tmp_path, monkeypatch):
     """nbgrader opens the gradebook about ten times a notebook; in a worker every opening takes the one
     engine of the database (worker._share_gradebook_engines), which nbgrader's close disposes of and
-    the next opening uses again."""
+    the next opening uses again. Only the first opening on an engine makes the missing tables; a
+    second database, on its own engine, gets its own."""
     from nbgrader import api
 
     from autograder.outside import state, worker
 
+    made = []
     monkeypatch.setattr(api, "create_engine", api.create_engine)  # put back after the test
+    monkeypatch.setattr(api.Base.metadata, "create_all", lambda bind, **kwargs: (
+        made.append(bind), sa.MetaData.create_all(api.Base.metadata, bind=bind, **kwargs)))
     worker._share_gradebook_engines()
     url = state.sqlite_url(tmp_path)
     with api.Gradebook(url) as gb:
@@ -228,6 +232,14 @@ def test_a_worker_opens_the_gradebook_on_one_engine_and_each_opening_still_works
         assert gb.find_student("ada").id == "ada"
         gb.add_student("bob")
     assert state.shared_engine(url, echo=False, future=True) is first
+    assert made == [first]
+    other = state.sqlite_url(tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    for _ in range(2):
+        with api.Gradebook(other) as gb:
+            gb.add_student("cy") if not gb.students else None
+            assert [s.id for s in gb.students] == ["cy"]
+    assert made == [first, state.shared_engine(other, echo=False, future=True)]
     state.save(url, "1.1-affine-logits", state.Record("bob", "f" * 64, "graded"))
     assert state.load(url, "1.1-affine-logits")["bob"].status == "graded"
 

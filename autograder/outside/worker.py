@@ -24,6 +24,7 @@ import socket
 import sys
 import time
 import traceback
+import weakref
 from pathlib import Path
 
 import nbformat
@@ -157,18 +158,45 @@ def _warm(in_kernel):
 def _share_gradebook_engines():
     """nbgrader's ``Gradebook`` makes a new SQLAlchemy engine each time it opens (about ten times a
     notebook), which compiles every statement again; in a worker it takes the one engine of the
-    database (:func:`autograder.outside.state.shared_engine`)."""
+    database (:func:`autograder.outside.state.shared_engine`). Each opening also makes any missing
+    table, which asks the database about each of nbgrader's 14 tables: on the shared engine, the
+    first opening does, and the later ones know the tables are there (a run never drops one)."""
     from nbgrader import api
 
     from . import state
 
     api.create_engine = state.shared_engine
+    if not isinstance(api.Base.metadata.create_all, _TablesMade):
+        api.Base.metadata.create_all = _TablesMade(api.Base.metadata.create_all)
+
+
+class _TablesMade:
+    """``MetaData.create_all`` that runs once per engine: the gradebook's tables, once made, stay."""
+
+    def __init__(self, create_all):
+        self.create_all, self.engines = create_all, weakref.WeakSet()
+
+    def __call__(self, bind, **kwargs):
+        if bind not in self.engines:
+            self.create_all(bind=bind, **kwargs)
+            self.engines.add(bind)
+
+
+def grading_config(job):
+    """nbgrader's settings for grading ``job`` (the sandbox adds its own: :meth:`Sandbox.prepare`)."""
+    from traitlets.config import Config
+
+    config = Config()
+    config.Execute.timeout = job["cell_timeout"]
+    # nbconvert checks the notebook against the schema after each of nbgrader's 13 preprocessors;
+    # once, after the last, is nbconvert's own faster setting (a bad notebook still fails)
+    config.Exporter.optimistic_validation = True
+    config.BoundedExecute.trusted_tests = trusted(job)
+    return config
 
 
 def grade_one(job):
     """Grade one submission and save its state row; return the state record as a dict."""
-    from traitlets.config import Config
-
     from . import audit, execute, state
     from .course import nbgrader_api
 
@@ -179,9 +207,7 @@ def grade_one(job):
     reason = check_submission(submission, job["notebook"])
     flags = audit.audit_submission_dir(submission, root / "source" / job["assignment"] / f"{job['notebook']}.ipynb")
     if reason is None:
-        config = Config()
-        config.Execute.timeout = job["cell_timeout"]
-        config.BoundedExecute.trusted_tests = trusted(job)
+        config = grading_config(job)
         if trusted(job):
             _bind_torch()
         try:
