@@ -60,8 +60,10 @@ def test_a_write_on_either_side_reaches_the_other():
 def test_python_values_round_trip():
     grader, kernel = pair()
     value = {"a": (1, 2.5, None, True, "s"), 3: [slice(1, None, 2), Ellipsis], "big": 2 ** 70,
-             "nan": float("nan"), "dtype": np.float32, "dt": np.dtype("int64"), "f": np.tanh}
+             "nan": float("nan"), "dtype": np.float32, "dt": np.dtype("int64"), "f": np.tanh,
+             "ints": [1, -2 ** 60, 2 ** 53 - 1, 2 ** 53, (True, 0, -(2 ** 53) + 1), [3, 2 ** 80]]}
     got = cross(grader, kernel, value)
+    assert got["ints"] == value["ints"] and type(got["ints"][4][0]) is bool  # (ints in a list go inline)
     assert got["a"] == value["a"] and got[3] == value[3] and got["big"] == 2 ** 70 and np.isnan(got["nan"])
     assert got["dtype"] is np.float32 and got["dt"] == np.dtype("int64") and got["f"] is np.tanh
 
