@@ -216,3 +216,25 @@ def test_the_worker_validates_the_graded_notebook_once_and_a_bad_one_still_fails
     with pytest.raises(nbformat.ValidationError):
         exporter.from_notebook_node(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]))
     assert seen == [1, "not a list"]
+
+
+def test_a_graded_kernels_flush_goes_through_the_io_thread_only_when_something_waits(monkeypatch):
+    """autograder.inside.zygote's OutStream.flush: ipykernel's own (which hands the flush to its I/O
+    thread and waits) when a stream holds text or echoes, or is of an ipykernel without per-parent
+    buffers; nothing otherwise."""
+    from collections import defaultdict
+    from io import StringIO
+    from types import SimpleNamespace
+
+    from autograder.inside import zygote
+
+    flushed = []
+    monkeypatch.setattr(zygote, "_flush_through_io_thread", flushed.append)
+    empty = SimpleNamespace(_buffers=defaultdict(StringIO), echo=None)
+    written = SimpleNamespace(_buffers=defaultdict(StringIO), echo=None)
+    written._buffers[frozenset()].write("x")
+    echoing = SimpleNamespace(_buffers=defaultdict(StringIO), echo=StringIO())
+    older = SimpleNamespace(echo=None)
+    for stream in (empty, written, echoing, older):
+        zygote._flush_if_written(stream)
+    assert flushed == [written, echoing, older]

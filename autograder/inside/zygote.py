@@ -69,8 +69,10 @@ def _flush_if_written(stream):
     to answer, even with nothing to send; it runs four times a cell (stdout and stderr, before and
     after the cell), about 0.8 of the 2.2 ms of kernel CPU that an empty cell costs. Skipping it when
     nothing is buffered changes no message and no order: everything the kernel publishes (outputs,
-    then the idle status that nbclient waits for) goes out through that one thread, first in first out."""
-    if stream._buffers or stream.echo is not None:
+    then the idle status that nbclient waits for) goes out through that one thread, first in first out.
+    An ipykernel without ``_buffers`` (before 7) always flushes."""
+    buffers = getattr(stream, "_buffers", None)
+    if buffers is None or buffers or getattr(stream, "echo", None) is not None:
         _flush_through_io_thread(stream)
 
 
