@@ -57,6 +57,7 @@ DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
                     "float16", "float32", "float64", "complex64", "complex128"])
 TENSOR_DTYPES = DTYPES | {"bfloat16"}  # torch's names, without the "torch." prefix
 MAX_OWNER_BYTES = 64 << 20  # a bigger buffer stays where it is, as a handle
+SAFE_INT = 2 ** 53  # an int of magnitude below it is a JSON number (exact as a double); a bigger one goes as text
 MAX_VIEW_ELEMENTS = 1 << 24  # a view (strides of 0 make any size) that the grader would compare
 # The types of NumPy's functions (np.tanh, np.sum...); an object of another type is not asked its name.
 _NUMPY_CALLABLES = (np.ufunc, type(np.sum), types.FunctionType, types.BuiltinFunctionType)
@@ -391,11 +392,11 @@ class Codec:
         if x is None or isinstance(x, (bool, str)):
             return x
         if type(x) is int:
-            return x if -2 ** 53 < x < 2 ** 53 else {"int": str(x)}
+            return x if -SAFE_INT < x < SAFE_INT else {"int": str(x)}
         if type(x) is float:
             return {"float": repr(x)}
         if type(x) in (tuple, list):  # (an int inline: 1.3's graphs send 10,000 lists of node numbers)
-            return {type(x).__name__: [v if type(v) is int and -2 ** 53 < v < 2 ** 53 else self.encode(v) for v in x]}
+            return {type(x).__name__: [v if type(v) is int and -SAFE_INT < v < SAFE_INT else self.encode(v) for v in x]}
         if type(x) is dict:
             return {"dict": [[self.encode(k), self.encode(v)] for k, v in x.items()]}
         if isinstance(x, np.ndarray) and _name(x.dtype) in DTYPES:
