@@ -12,8 +12,8 @@ The local pool (:mod:`autograder.outside.grader`) stays the default. On a cluste
   count. A notebook past the time limit has its sandbox stopped, as the local pool kills its
   worker.
 * **One process writes the gradebook.** The result (the autograded notebook, the state record)
-  comes back to the client, which saves the grades with nbgrader's own ``SaveAutoGrades`` and
-  then the state row (:func:`store`), in that order: a run killed at any point resumes as the
+  comes back to the client, which saves the grades with nbgrader's ``SaveAutoGrades`` (its
+  lookups batched: :mod:`autograder.outside.gradebook`) and then the state row (:func:`store`), in that order: a run killed at any point resumes as the
   local pool does, and every submission ends with exactly one grade.
 * **Lost workers.** Dask reruns the task of a worker that died on another worker; a task that
   kills several workers in turn is recorded as failed with a reason.
@@ -99,9 +99,10 @@ def run(packed, timeout):
 
 def store(course_root, db_url, job, record, files):
     """Save one result in the course: the autograded files, the grades, then the state row."""
-    from nbgrader.api import Gradebook
-    from nbgrader.preprocessors import SaveAutoGrades
     import nbformat
+    from nbgrader.api import Gradebook
+
+    from .gradebook import SaveAutoGradesAtOnce
 
     a = BY_ID[job["assignment"]]
     if record["status"] == "graded":
@@ -116,7 +117,7 @@ def store(course_root, db_url, job, record, files):
         nb = nbformat.read(graded / f"{a.notebook}.ipynb", as_version=nbformat.NO_CONVERT)
         resources = {"nbgrader": {"db_url": db_url, "assignment": a.id, "notebook": a.notebook,
                                   "student": job["student"]}}
-        SaveAutoGrades().preprocess(nb, resources)
+        SaveAutoGradesAtOnce().preprocess(nb, resources)
     # (the worker's fingerprint: none after a fault of the grader, so that the next run grades it again)
     state.save(db_url, a.id, state.Record(job["student"], record["fingerprint"], record["status"], record["reason"],
                                           record["seconds"], record["flags"]))

@@ -60,10 +60,12 @@ from nbclient.util import run_sync
 from nbgrader import utils as nbutils
 from nbgrader.converters import Autograde
 from nbgrader.nbgraderformat import common as nbgrader_metadata
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells, SaveAutoGrades
 from traitlets import Bool, Integer, Unicode, default
 
 from autograder.inside import output_widget
+
+from .gradebook import OverwriteCellsPrefetched, SaveAutoGradesAtOnce
 
 def validate_against_a_checked_schema(instance, schema):
     """``jsonschema.validate(instance, schema)``, the same errors raised, without ``check_schema``."""
@@ -272,6 +274,13 @@ class ResetCellMetadata(NbGraderPreprocessor):
         return nb, resources
 
 
-# nbgrader's own autograde pipeline, with the metadata reset first and BoundedExecute in place of Execute.
-AUTOGRADE_PREPROCESSORS = [ResetCellMetadata] + [BoundedExecute if p is Execute else p
-                                                 for p in Autograde.class_traits()["autograde_preprocessors"].default()]
+def _replaced(kind, replacements):
+    """nbgrader's default list of ``Autograde.<kind>_preprocessors``, each class of ``replacements`` swapped."""
+    return [replacements.get(p, p) for p in Autograde.class_traits()[f"{kind}_preprocessors"].default()]
+
+
+# nbgrader's own autograde pipeline: the metadata reset first, BoundedExecute in place of Execute, and
+# the gradebook's lookups of each notebook read in one go (autograder.outside.gradebook)
+SANITIZE_PREPROCESSORS = _replaced("sanitize", {OverwriteCells: OverwriteCellsPrefetched})
+AUTOGRADE_PREPROCESSORS = [ResetCellMetadata] + _replaced(
+    "autograde", {Execute: BoundedExecute, SaveAutoGrades: SaveAutoGradesAtOnce})

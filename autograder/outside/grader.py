@@ -37,7 +37,7 @@ PACKAGE = Path(__file__).resolve().parent.parent
 # Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
 GRADER_FILES = ("inside/checks.py", "outside/oracles.py", "outside/sandbox.py", "inside/zygote.py", "outside/execute.py",
                 "outside/worker.py", "outside/verdicts.py", "inside/recording.py", "inside/wire.py",
-                "inside/output_widget.py")
+                "inside/output_widget.py", "outside/gradebook.py")
 
 
 @dataclass

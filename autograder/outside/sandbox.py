@@ -612,14 +612,15 @@ class Sandbox:
         has the hidden tests), and no symbolic links (a link to the gradebook must not be followed).
         They are written with :func:`copy_into` into the ``work/`` folder that :meth:`ready` found
         empty and unchanged.
-        Sets ``Autograde.autograde_preprocessors`` (with :class:`autograder.outside.execute.ResetCellMetadata` and
-        :class:`autograder.outside.execute.BoundedExecute`), ``ResetCellMetadata.source_notebook`` and ``BoundedExecute.source_notebook``,
+        Sets ``Autograde.sanitize_preprocessors`` and ``.autograde_preprocessors`` (with
+        :class:`autograder.outside.execute.ResetCellMetadata`, :class:`autograder.outside.execute.BoundedExecute` and
+        :mod:`autograder.outside.gradebook`'s), ``ResetCellMetadata.source_notebook`` and ``BoundedExecute.source_notebook``,
         ``Execute.kernel_name``, ``.extra_arguments`` (the student seed, :func:`seed_for`) and
         ``.shutdown_kernel``, ``KernelManager.transport``, ``.connection_file`` and ``.ip``, and
         ``AsyncKernelManager.client_class`` (:class:`autograder.outside.execute.PromptKernelClient`) and
         ``Execute.kernel_manager_class`` (:class:`autograder.outside.execute.PromptKernelManager`).
         """
-        from .execute import AUTOGRADE_PREPROCESSORS  # nbgrader: loaded by the worker, never by the grader
+        from .execute import AUTOGRADE_PREPROCESSORS, SANITIZE_PREPROCESSORS  # (the worker's: never the grader's)
 
         self.ready()
         root, notebook = Path(job["course_root"]), f"{job['notebook']}.ipynb"
@@ -630,6 +631,7 @@ class Sandbox:
             copy_into(root / "source" / job["assignment"], work, self.owner, skip=lambda name: name.endswith(".ipynb"))
         finally:
             os.close(work)
+        config.Autograde.sanitize_preprocessors = SANITIZE_PREPROCESSORS
         config.Autograde.autograde_preprocessors = AUTOGRADE_PREPROCESSORS
         config.ResetCellMetadata.source_notebook = str(root / "source" / job["assignment"] / notebook)
         config.BoundedExecute.source_notebook = config.ResetCellMetadata.source_notebook
