@@ -521,3 +521,29 @@ def test_when_written_explains_instead_of_raising(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "(this figure runs once `linear` is written)"
     assert lines[1].startswith("(this example stopped: `relu` raised ValueError: ") and len(lines) == 2
+
+
+@pytest.mark.parametrize("seed, shape, options", [(3, (2, 3), {}), (np.int64(3), (2, 3), {}), (7, (), {}),
+                                                   (7, (4,), {"dtype": np.float32, "scale": 2.0, "low": 0.5})])
+def test_randn_is_the_seeded_draw_a_new_array_each_call(seed, shape, options):
+    """A draw kept between calls (checks._drawn) is the generator's own, and no caller sees another's writes."""
+    rng = np.random.default_rng(int(seed))
+    scale, low = options.get("scale", 1.0), options.get("low")
+    raw = rng.standard_normal(shape) * scale if low is None else low + rng.random(shape) * scale
+    expected = np.asarray(raw, dtype=options.get("dtype", np.float64))
+    first = checks.randn(seed, *shape, **options)
+    first[...] = 99
+    second = checks.randn(seed, *shape, **options)
+    assert second is not first and second.dtype == expected.dtype and np.array_equal(second, expected)
+
+
+def test_randn_keeps_small_integer_seeded_draws_only():
+    checks._drawn.cache_clear()
+    checks.randn(11, 3, 3)
+    checks.randn(11, 3, 3)
+    assert checks._drawn.cache_info()[:2] == (1, 1)  # (hits, misses): the second call was a copy
+    big = checks.randn(12, checks.DRAW_KEPT_SIZE + 1)
+    sequence = checks.randn(np.random.SeedSequence(5), 4)
+    assert checks._drawn.cache_info().currsize == 1
+    assert np.array_equal(big, np.random.default_rng(12).standard_normal(checks.DRAW_KEPT_SIZE + 1))
+    assert np.array_equal(sequence, np.random.default_rng(np.random.SeedSequence(5)).standard_normal(4))
