@@ -335,8 +335,9 @@ class Codec:
         if copied:
             owner = np.ascontiguousarray(a)
             view = {"offset": 0, "shape": list(a.shape), "strides": list(owner.strides)}
-        else:
-            view = {"offset": _address(a) - _address(owner), "shape": list(a.shape), "strides": list(a.strides)}
+        else:  # (an array that is its own owner starts at its start: no need to ask NumPy for two addresses)
+            offset = 0 if owner is a else _address(a) - _address(owner)
+            view = {"offset": offset, "shape": list(a.shape), "strides": list(a.strides)}
         if owner.nbytes > MAX_OWNER_BYTES:
             return None
         key = self.owners.id_for(owner)
