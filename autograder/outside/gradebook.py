@@ -49,6 +49,16 @@ class Prefetched:
         return lookup
 
 
+def _by_name(kinds, rows):
+    """``{cell name: row}`` from ``rows(kind)``, pairs of a row and its cell's name, for each cell class
+    of ``kinds``; where two share a name the first class's row wins, as in nbgrader's ``find_*``
+    (which look at a grade cell, or a solution cell, before a task cell)."""
+    table = {}
+    for kind in reversed(kinds):
+        table.update({name: row for row, name in rows(kind)})
+    return table
+
+
 class OverwriteCellsPrefetched(OverwriteCells):
     """nbgrader's ``OverwriteCells``, the notebook's source cells and graded cells read in one query each."""
 
@@ -62,11 +72,9 @@ class OverwriteCellsPrefetched(OverwriteCells):
                         .join(Assignment, Assignment.id == Notebook.assignment_id)
                         .filter(Notebook.name == ids[0], Assignment.name == ids[1]))
 
-            graded = {}
-            for kind in (TaskCell, GradeCell):  # (a grade cell wins, as in find_graded_cell)
-                graded.update({c.name: c for c in cells(kind)})
             self.gradebook = Prefetched(self.gradebook, ids, {
-                "find_source_cell": {c.name: c for c in cells(SourceCell)}, "find_graded_cell": graded})
+                "find_source_cell": {c.name: c for c in cells(SourceCell)},
+                "find_graded_cell": _by_name((GradeCell, TaskCell), lambda kind: ((c, c.name) for c in cells(kind)))})
         return super().preprocess_cell(cell, resources, cell_index)
 
 
@@ -86,12 +94,8 @@ class SaveAutoGradesAtOnce(SaveAutoGrades):
                 return (db.query(row, kind.name).join(kind, kind.id == row.cell_id)
                         .filter(row.notebook_id == submitted.id))
 
-            tables = {}
-            for method, row, kinds in (("find_grade", Grade, (GradeCell, TaskCell)),
-                                       ("find_comment", Comment, (SolutionCell, TaskCell))):
-                tables[method] = {}
-                for kind in reversed(kinds):  # (the first kind wins, as in nbgrader's find_grade and find_comment)
-                    tables[method].update({name: r for r, name in rows(row, kind)})
+            tables = {"find_grade": _by_name((GradeCell, TaskCell), lambda kind: rows(Grade, kind)),
+                      "find_comment": _by_name((SolutionCell, TaskCell), lambda kind: rows(Comment, kind))}
             self.gradebook = Prefetched(gradebook, (self.notebook_id, self.assignment_id, self.student_id), tables,
                                         deferred=True)
             nb, resources = super(SaveAutoGrades, self).preprocess(nb, resources)
