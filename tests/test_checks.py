@@ -535,6 +535,9 @@ def test_randn_is_the_seeded_draw_a_new_array_each_call(seed, shape, options):
     first[...] = 99
     second = checks.randn(seed, *shape, **options)
     assert second is not first and second.dtype == expected.dtype and np.array_equal(second, expected)
+    kept = checks._drawn(seed, shape, options.get("dtype", np.float64), scale, low)
+    with pytest.raises(ValueError):  # the kept draw itself cannot be written, nor made writeable
+        kept.flags.writeable = True
 
 
 def test_randn_keeps_small_integer_seeded_draws_only():

@@ -98,6 +98,11 @@ def _graded(nb, db_url, failing=()):
     return nb
 
 
+def _test_ids(db_url):
+    with Gradebook(db_url) as gb:
+        return [c.name for c in gb.find_notebook(NOTEBOOK, AID).grade_cells]
+
+
 def _rows(db_url, student):
     with Gradebook(db_url) as gb:
         submitted = gb.find_submission_notebook(NOTEBOOK, AID, student)
@@ -118,8 +123,7 @@ def _submit(db_url, student, manual=None):
 
 @pytest.mark.parametrize("name", ["reference", "blank"])
 def test_save_auto_grades_writes_the_same_grades_and_comments_in_a_few_queries(course, name):
-    with Gradebook(course) as gb:
-        test_ids = [c.name for c in gb.find_notebook(NOTEBOOK, AID).grade_cells]
+    test_ids = _test_ids(course)
     nb = _graded(_tampered()[name], course, failing=test_ids[::2])
     for student in (f"{name}-nbgrader", f"{name}-ours"):
         _submit(course, student, manual=test_ids[1])
@@ -138,8 +142,7 @@ def test_save_auto_grades_at_once_writes_nothing_when_a_cell_fails(course, monke
     """Its one commit comes after the last cell: a grading that fails midway leaves the previous grades."""
     student = "fails-midway"
     _submit(course, student)
-    with Gradebook(course) as gb:
-        test_ids = [c.name for c in gb.find_notebook(NOTEBOOK, AID).grade_cells]
+    test_ids = _test_ids(course)
     SaveAutoGradesAtOnce().preprocess(_graded(grading.reference_submission(AID), course), _resources(course, student))
     before = _rows(course, student)
     calls = []

@@ -64,6 +64,7 @@ import numpy as np
 __builtins__ = dict(vars(builtins))
 _array = np.array
 _asarray = np.asarray
+_frombuffer = np.frombuffer
 _abs = np.abs
 _isnan = np.isnan
 _isinf = np.isinf
@@ -259,8 +260,15 @@ def _draw(seed, shape, dtype, scale, low):
     return _asarray(out, dtype=dtype)
 
 
-DRAWS_KEPT, DRAW_KEPT_SIZE = 2048, 4096
-_drawn = _lru_cache(maxsize=DRAWS_KEPT)(_draw)
+@_lru_cache(maxsize=2048)
+def _drawn(seed, shape, dtype, scale, low):
+    """:func:`_draw`'s array on immutable memory (bytes): in a kernel where the checks run beside the
+    student's code, no cell can write into a kept draw, nor make it writeable, to change later cases."""
+    out = _draw(seed, shape, dtype, scale, low)
+    return _frombuffer(out.tobytes(), dtype=out.dtype).reshape(out.shape)
+
+
+DRAWS_KEPT, DRAW_KEPT_SIZE = _drawn.cache_parameters()["maxsize"], 4096
 
 
 def random_cases(seed, shapes, dtype=_float64, label="random", positive=False, **kwargs):

@@ -13,8 +13,9 @@ The local pool (:mod:`autograder.outside.grader`) stays the default. On a cluste
   worker.
 * **One process writes the gradebook.** The result (the autograded notebook, the state record)
   comes back to the client, which saves the grades with nbgrader's ``SaveAutoGrades`` (its
-  lookups batched: :mod:`autograder.outside.gradebook`) and then the state row (:func:`store`), in that order: a run killed at any point resumes as the
-  local pool does, and every submission ends with exactly one grade.
+  lookups batched: :mod:`autograder.outside.gradebook`) and then the state row (:func:`store`),
+  in that order: a run killed at any point resumes as the local pool does, and every submission
+  ends with exactly one grade.
 * **Lost workers.** Dask reruns the task of a worker that died on another worker; a task that
   kills several workers in turn is recorded as failed with a reason.
 
