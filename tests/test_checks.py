@@ -113,6 +113,20 @@ def test_delegating_to_engine_ref_fails():
         checks.against_torch("softmax", lambda z, axis=-1: engine_ref.softmax(z, axis), "softmax", EXTREME)
 
 
+def test_a_module_name_is_judged_by_its_value():
+    """The delegation hooks ask at each call whether a module is forbidden; the answers are kept
+    by name, for plain strings only: a str subclass that hashes and compares as an allowed name is
+    judged by its own value, every time."""
+    class Posing(str):
+        __hash__ = lambda self: hash("numpy")  # noqa: E731
+        __eq__ = lambda self, other: other == "numpy"  # noqa: E731
+
+    assert checks._forbidden_name("numpy.linalg") is False and checks._forbidden_name("numpy.linalg") is False
+    assert checks._forbidden_name("torch.nn.functional") and checks._forbidden_name("engine_ref")
+    assert checks._forbidden_name(Posing("torch.nn")) and all(type(k) is str for k in checks._FORBIDDEN_NAMES)
+    assert not checks._forbidden_name("") and not checks._forbidden_name(None)
+
+
 def test_rebinding_numpy_and_torch_comparisons_does_not_change_a_verdict(monkeypatch):
     always = lambda *a, **k: True  # noqa: E731
     monkeypatch.setattr(np, "allclose", always)

@@ -196,6 +196,41 @@ def test_the_channel_refuses_what_a_kernel_cannot_be_waited_for(kernel_sends, re
     ours.close()
 
 
+class _CountedReads:
+    """A socket that counts its reads."""
+
+    def __init__(self, sock):
+        self.sock, self.reads = sock, 0
+
+    def recv_into(self, buffer):
+        self.reads += 1
+        return self.sock.recv_into(buffer)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def test_the_channel_reads_a_batch_of_messages_at_once_and_each_whole():
+    """The calls that make come in batches (one write): one read takes a batch, and each message
+    comes out whole and in order, a message longer than a read's chunk too; after the batch, the
+    end of the channel is an EOFError, even in the middle of a message."""
+    ours, theirs = socket.socketpair()
+    channel = Channel(_CountedReads(ours))
+    batch = [json.dumps({"seq": i, "message": "x" * i}).encode() for i in range(64)]
+    Channel(theirs).send_many(batch)
+    got = [channel.recv(timeout=5) for _ in batch]
+    assert got == batch and channel.sock.reads == 1 and not channel.poll(0)
+    long = bytes(range(256)) * (3 * Channel.CHUNK // 256 + 1)
+    Channel(theirs).send_many([b"short", long, b"after"])
+    assert [channel.recv(timeout=5) for _ in range(3)] == [b"short", long, b"after"]
+    theirs.sendall(Channel.LENGTH.pack(5) + b"whole" + Channel.LENGTH.pack(10) + b"half")
+    theirs.close()
+    assert channel.poll(0) and channel.recv(timeout=5) == b"whole"
+    with pytest.raises(EOFError):
+        channel.recv(timeout=5)
+    ours.close()
+
+
 def _a_kernel():
     km, kc = kernels.start_new_kernel()
     yield km, kc

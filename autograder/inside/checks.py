@@ -299,7 +299,17 @@ def strided(a):
 
 
 # --- running student code -----------------------------------------------------------------
+_FORBIDDEN_NAMES = {}  # module name: whether it is one of FORBIDDEN_MODULES' (the hooks ask at each call)
+
+
 def _forbidden_name(name):
+    if type(name) is str:  # (only a str: a subclass could hash and compare as another name)
+        known = _FORBIDDEN_NAMES.get(name)
+        if known is None:
+            known = name.split(".")[0] in FORBIDDEN_MODULES
+            if len(_FORBIDDEN_NAMES) < 10_000:  # (a notebook can make names without end)
+                _FORBIDDEN_NAMES[name] = known
+        return known
     return bool(name) and name.split(".")[0] in FORBIDDEN_MODULES
 
 
