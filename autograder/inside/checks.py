@@ -303,14 +303,13 @@ _FORBIDDEN_NAMES = {}  # module name: whether it is one of FORBIDDEN_MODULES' (t
 
 
 def _forbidden_name(name):
-    if type(name) is str:  # (only a str: a subclass could hash and compare as another name)
-        known = _FORBIDDEN_NAMES.get(name)
-        if known is None:
-            known = name.split(".")[0] in FORBIDDEN_MODULES
-            if len(_FORBIDDEN_NAMES) < 10_000:  # (a notebook can make names without end)
-                _FORBIDDEN_NAMES[name] = known
-        return known
-    return bool(name) and name.split(".")[0] in FORBIDDEN_MODULES
+    plain = type(name) is str  # (only a str is kept: a subclass could hash and compare as another name)
+    known = _FORBIDDEN_NAMES.get(name) if plain else None
+    if known is None:
+        known = bool(name) and name.split(".")[0] in FORBIDDEN_MODULES
+        if plain and len(_FORBIDDEN_NAMES) < 10_000:  # (a notebook can make names without end)
+            _FORBIDDEN_NAMES[name] = known
+    return known
 
 
 def _delegation_hook(found, allowed=frozenset()):

@@ -648,21 +648,16 @@ class Channel:
         """The next message; EOFError when the other end closed, ValueError when its length passes
         ``limit`` (its bytes are not waited for), TimeoutError past ``timeout`` seconds. A message
         read ahead with an earlier one costs no system call."""
-        if not self._whole():
-            self.sock.settimeout(timeout)
-        (size,) = self.LENGTH.unpack(self._take(self.LENGTH.size))
+        (size,) = self.LENGTH.unpack(self._take(self.LENGTH.size, timeout))
         if limit is not None and size > limit:
             raise ValueError(f"a message of {size} bytes")
-        return self._take(size)
+        return self._take(size, timeout)
 
-    def _whole(self):
-        """Whether a whole message has been read ahead."""
-        have = len(self.ahead)
-        return have >= self.LENGTH.size and have - self.LENGTH.size >= self.LENGTH.unpack_from(self.ahead)[0]
-
-    def _take(self, size):
+    def _take(self, size, timeout):
         """The next ``size`` bytes: those read ahead, then the socket's, a chunk a read. What a chunk
         cannot hold is read into place, and nothing past it."""
+        if len(self.ahead) < size:
+            self.sock.settimeout(timeout)
         if size - len(self.ahead) > self.CHUNK:
             data = bytearray(size)
             got = len(self.ahead)
