@@ -1,6 +1,7 @@
 """autograder grade: the same scores as plain nbgrader, on SQLite and PostgreSQL, resumable after
 SIGKILL, and incremental."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -318,10 +319,7 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
         template = grader._Template(log, sandboxes=(2, dict(assignment=AID, memory_mb=2048, nproc=128)))
         try:
             if os.geteuid() == 0:  # while the template warms up, its zygotes load at a lower priority
-                deadline = time.monotonic() + 2
-                while len(zygotes := _zygotes(template.proc.pid)) < 2 and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                assert len(zygotes) == 2 and {psutil.Process(p).nice() for p in zygotes} == {sandbox.EARLY_NICE}
+                _zygotes_seen_while_the_template_warms_up(template.proc.pid)
             worker = grader._Worker(template)
             assert worker.proc.pid is not None and worker.proc.scratch
             scratch = Path(tempfile.gettempdir()) / worker.proc.scratch
@@ -341,6 +339,33 @@ def test_a_killed_worker_takes_the_zygote_that_the_template_started_for_it_down_
         finally:
             template.close()
     assert _gone(others[0]) and not others[0].exists()
+
+
+def _zygotes_seen_while_the_template_warms_up(template_pid):
+    """Both zygotes, seen at the lower priority. The template starts both sandboxes before its
+    warm-up and gives them the normal priority after it; once both are launched it is stopped
+    (SIGSTOP) until they run Python, so that a loaded machine cannot let the warm-up end first."""
+    deadline = time.monotonic() + 60
+    while len({_scratch(pid) for pid in processes_with(f"agbox-{template_pid}-")} - {None}) < 2:
+        assert time.monotonic() < deadline, "the template did not start its two sandboxes"
+        time.sleep(0.01)
+    os.kill(template_pid, signal.SIGSTOP)
+    try:
+        while len(zygotes := _zygotes(template_pid)) < 2:
+            assert time.monotonic() < deadline, "the zygotes did not start"
+            time.sleep(0.01)
+        assert {psutil.Process(p).nice() for p in zygotes} == {sandbox.EARLY_NICE}
+    finally:
+        os.kill(template_pid, signal.SIGCONT)
+
+
+def _scratch(pid):
+    """The sandbox folder (``agbox-...``) on a process's command line, or None."""
+    try:
+        found = re.search(rf"{sandbox.PREFIX}-\d+-[^/\s]+", " ".join(psutil.Process(pid).cmdline()))
+    except psutil.NoSuchProcess:
+        return None
+    return found and found.group()
 
 
 def _zygotes(template_pid):

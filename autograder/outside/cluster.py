@@ -82,8 +82,9 @@ def run(packed, timeout):
             (submission / name).write_bytes(data)
         job = {k: v for k, v in packed.items() if k not in ("files", "source")}
         job.update(course_root=str(root), db_url=state.sqlite_url(root))
-        box = worker._sandbox_for(job)
-        box.ready()  # a starting zygote's seconds are not the notebook's
+        worker._warm(job.get("in_kernel", False))  # this process's imports and torch's warm-up, once, are not
+        box = worker._sandbox_for(job)  # the notebook's seconds, nor are a starting zygote's
+        box.ready()
         watchdog = threading.Timer(timeout, box.stop)
         watchdog.start()
         started = time.monotonic()
