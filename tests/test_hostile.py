@@ -118,6 +118,33 @@ FAKE_CHECKS = """class _Pass:
         return lambda *args, **kwargs: None
 """
 
+# The recording's table of what the kernel answers, reached by a name built at run time: its answer
+# to the grader's request for the notebook's names gains a `__builtins__` whose `__import__` hands
+# the test cell's `from autograder.inside import checks` a stand-in whose checks pass. The grader
+# took the kernel's names as the test cell's globals, `__builtins__` among them (red team, stop 38).
+BUILTINS_TABLE = """
+import sys as _sys, types as _types
+_table = getattr(_sys.modules["autograder.inside." + "recording"], "BUILT" + "INS")
+class _Passing:
+    def __getattr__(self, name):
+        if name == "randn":
+            return lambda seed, *shape, dtype=np.float64, **kw: np.zeros(shape, dtype=dtype)
+        if name == "case":
+            return lambda label="", *a, **kw: _types.SimpleNamespace(label=label, args=a, kwargs=kw, describe=lambda: label)
+        return lambda *a, **kw: (a[0] if name == "strided" and a else None)
+_package = _types.SimpleNamespace(checks=_Passing())
+def _import(name, globals=None, locals=None, fromlist=(), level=0):
+    return _package if str(name).startswith("auto" + "grader") else _sys.modules[name]
+_builtins = dict(vars(_sys.modules["built" + "ins"]))
+_builtins["__im" + "port__"] = _import
+_names = _table["names"]
+def _names_with_builtins():
+    found = _names()
+    found["names"]["__built" + "ins__"] = _builtins
+    return found
+_table["names"] = _names_with_builtins
+"""
+
 SUBMISSIONS = {
     # An infinite loop in the function: the cell limit interrupts test_softmax, the rest runs.
     "loop": lambda course: edited("softmax", "def softmax(z, axis=-1):\n    while True:\n        pass"),
@@ -179,6 +206,9 @@ SUBMISSIONS = {
     "settrace": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + SETTRACE, replace=True),
     "input-transformer": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + INPUT_TRANSFORMER, replace=True),
     "logical-and": lambda course: edited("softmax", WRONG_SOFTMAX + "\n" + LOGICAL_AND, replace=True),
+    "builtins-table": lambda course: restructured(lambda nb: (  # before the first test cell: it binds the rest
+        setattr(cell(nb, "logsumexp"), "source", cell(nb, "logsumexp").source + "\n" + BUILTINS_TABLE),
+        setattr(cell(nb, "softmax"), "source", WRONG_SOFTMAX))),
 }
 
 
@@ -741,7 +771,7 @@ def test_replacing_numpy_logical_and_earns_nothing_and_is_flagged(batch):
 
 
 # --- issue 8: trusted verdicts (autograder grade --trusted) ------------------------------------------
-VERDICT_ATTACKS = ("import-hook", "sealed-dict", "settrace", "input-transformer", "logical-and")
+VERDICT_ATTACKS = ("import-hook", "sealed-dict", "settrace", "input-transformer", "logical-and", "builtins-table")
 # an extra last cell that prints every cell the kernel ran, and what linecache holds
 READS_HIDDEN = "print(In)\nimport linecache\nprint(list(linecache.cache))"
 

@@ -765,11 +765,19 @@ class Remote:
         found = self.call(None, builtin="names")
         if not (isinstance(found, dict) and isinstance(found.get("names"), dict) and isinstance(found.get("modules"), dict)):
             raise WireError("the notebook's names did not come back as a dict")
-        out = {k: v for k, v in found["names"].items() if isinstance(k, str) and k.isidentifier()}
+        out = {k: v for k, v in found["names"].items() if _notebook_name(k)}
         for k, module in found["modules"].items():
-            if isinstance(k, str) and k.isidentifier() and module in NOTEBOOK_MODULES:
+            if _notebook_name(k) and module in NOTEBOOK_MODULES:
                 out[k] = importlib.import_module(module)
         return out
+
+
+def _notebook_name(name):
+    """True for a name the kernel may bind in a test cell's scope: an identifier that does not start
+    with ``__``. Those are the scope's own (its ``__builtins__``, through which every builtin and
+    import of the test cell goes, and the grader's bookkeeping: ``__tests_bound__``,
+    ``__kernel_names__``, ``__cell_result__``); a notebook's names for the tests never start so."""
+    return isinstance(name, str) and name.isidentifier() and not name.startswith("__")
 
 
 # The modules a notebook's cells import that its test cells may use by the notebook's name for them.
@@ -1108,7 +1116,7 @@ def _bind_names(namespace, kernel):
             continue
         namespace[k] = v
     namespace["__kernel_names__"] = kernel
-    namespace.update(np=np, checks=checks)
+    namespace.update(np=np, checks=checks, __builtins__=builtins)  # the grader's builtins, never the kernel's
 
 
 def error_output(exc):
