@@ -1654,21 +1654,22 @@ PLANTED = {
 }
 # A correct engine built the way the planted ones are (replaced parts defined here), so that a
 # test which tells planted engines apart by how they are built, not by what they compute, fails.
-decoy = torch_engine.torch_engine(**_planted(Sub=lambda ctx, grad: R.Sub.backward(ctx, grad)),
-                             SGD=type("SGD", (R.SGD,), {}),
-                             backward=lambda root, grad=None: torch_engine.engine_backward(root, grad))
+DECOY = dict(**_planted(Sub=lambda ctx, grad: R.Sub.backward(ctx, grad)), SGD=type("SGD", (R.SGD,), {}),
+             backward=lambda root, grad=None: torch_engine.engine_backward(root, grad))
 # Each test runs on the correct engines among the planted ones, in an order drawn for each student:
-# a test that counts the engines it is handed cannot tell which ones must pass. Whether a test
-# caught a bug is decided here (it raised), not by the notebook's `catches`, which a cell can rebind.
+# a test that counts the engines it is handed cannot tell which ones must pass. Each run gets an
+# engine built for it, every part new (torch_engine._fresh): one that keeps what it was handed
+# cannot tell a planted part seen before by its identity. Whether a test caught a bug is decided
+# here (it raised), not by the notebook's `catches`, which a cell can rebind.
 TESTS = {"property_test": property_test, "branched_graph_test": branched_graph_test}
-runs = [(name, None, engine) for name in TESTS for engine in (reference, decoy)]
+runs = [(name, None, changes) for name in TESTS for changes in ({}, DECOY)]
 runs += [(name, kind, changes) for kind, changes in PLANTED.items() for name in TESTS]
 found = set()
 for i in np.random.default_rng(checks.student_seed(18)).permutation(len(runs)):
     name, kind, engine = runs[i]
     if kind is None:
         try:
-            checks.run_student("differential_tests", TESTS[name], engine, numpy_only=False)
+            checks.run_student("differential_tests", TESTS[name], torch_engine.torch_engine(**engine), numpy_only=False)
         except checks.CheckFailure as failure:
             raise checks.CheckFailure(f"[differential_tests] {name} fails on a correct engine, so it scores 0: "
                                       f"{failure}") from None

@@ -67,3 +67,22 @@ def test_a_replaced_op_is_used_by_the_operators():
     a, b = E.Tensor(np.ones(3), requires_grad=True), E.Tensor(np.ones(3), requires_grad=True)
     ((a - b) * 2.0).sum().backward()
     np.testing.assert_array_equal(b.grad, 2 * np.ones(3))  # the planted sign, through an operator
+
+
+def test_two_engines_share_no_part_even_with_the_same_changes():
+    """A test that keeps the engines it is handed cannot tell a planted part, handed again, by its
+    identity: each engine's parts are its own, and a replaced part still does what it did."""
+    R = torch_engine.torch_engine()
+    changes = {"Sub": type("Sub", (R.Sub,), {"backward": staticmethod(lambda ctx, grad: (grad, grad))}),
+               "backward": lambda root, grad=None: torch_engine.engine_backward(root, grad, combine=lambda o, n: n)}
+    engines = [torch_engine.torch_engine(**changes) for _ in range(2)]
+    parts = [vars(E) for E in engines + [torch_engine.torch_engine(), torch_engine.torch_engine()]]
+    ids = [{id(v) for v in p.values()} for p in parts]
+    assert all(not (ids[i] & ids[j]) for i in range(len(ids)) for j in range(i + 1, len(ids)))
+    for E in engines:
+        a, b = E.Tensor(np.ones(3), requires_grad=True), E.Tensor(np.ones(3), requires_grad=True)
+        E.backward(E.Sum.apply(E.Sub.apply(a, b)))
+        assert np.array_equal(b.grad, np.ones(3))  # the planted sign, kept
+        leaf = E.Tensor(np.ones(2), requires_grad=True)
+        E.backward(E.Sum.apply(E.Add.apply(leaf, leaf)))
+        assert np.array_equal(leaf.grad, np.ones(2))  # the planted accumulation (replaced, not added), kept

@@ -76,6 +76,18 @@ def engine_backward(root, grad=None, combine=lambda old, new: old + new):
                 received[id(tensor)] = tensor_grad.copy() if old is None else combine(old, tensor_grad)
 
 
+def _fresh(part):
+    """``part`` as an object of its own, made for one engine: a subclass of a class, a function
+    that calls a function. Every part of every engine is then new to the student's code, which
+    sees each as a lent object: a test that kept the engines it was handed could otherwise tell
+    a planted part, handed again in that kind's next run, by its identity (red team, stop 38)."""
+    if isinstance(part, type):
+        return type(part.__name__, (part,), {})
+    if callable(part):
+        return lambda *args, **kwargs: part(*args, **kwargs)
+    return part
+
+
 def torch_engine(**changes):
     """A fresh engine namespace for the mini-project's differential tests, computed by torch.
 
@@ -214,11 +226,11 @@ def torch_engine(**changes):
                 p.grad = None
 
     ns.Tensor, ns.Parameter, ns.SGD = Tensor, Parameter, SGD
-    ns.backward = engine_backward
+    ns.backward = _fresh(engine_backward)
     for name, torch_fn in ENGINE_OPS.items():
         setattr(ns, name, type(name, (Function,), {"torch_fn": staticmethod(torch_fn)}))
     for name, part in changes.items():
-        setattr(ns, name, part)
+        setattr(ns, name, _fresh(part))
     for name in ENGINE_OPS:
         getattr(ns, name).engine = ns
     return ns
