@@ -7,6 +7,9 @@ mistake may also cost points further down; ``loses`` lists the cells that must n
 
 The differential-test variants are weak test suites: each passes on a correct engine or fails
 it, but none catches the example bugs, so the visible part of ``test_differential_tests`` fails.
+One is not a weak suite but a cheat that only the hidden part can see:
+``differential_tests_tell_engines_apart_by_identity`` fails every engine but ours in the visible
+part (so it "catches" the example bugs), and tells the grader's engines apart by what it kept.
 """
 from autograder.outside.catalogue import Variant
 
