@@ -137,3 +137,27 @@ def test_release_refuses_a_unit_not_written_yet(tmp_path):
     with pytest.raises(release.ReleaseError, match=f"not written yet \\(no course/<id>.py\\): {unwritten[0]}"):
         release.release(tmp_path, unwritten[:1])
     assert not any(tmp_path.iterdir())
+
+
+def test_a_new_gradebook_gets_the_schema_version_that_alembic_heads_prints(tmp_path):
+    """nbgrader's Gradebook stamps a new database with its schema's latest migration, which it asks
+    an `alembic heads` subprocess for; here that answer comes from alembic in this process
+    (``course.new_gradebooks_in_process``, installed by conftest.py): the same revision."""
+    import subprocess
+
+    import sqlalchemy as sa
+    from nbgrader import api
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    from autograder.outside.course import _alembic_head, nbgrader_env
+
+    assert api.get_alembic_version is _alembic_head
+    with _temp_alembic_ini(f"sqlite:///{tmp_path / 'scratch.db'}") as ini:
+        heads = subprocess.run(["alembic", "-c", ini, "heads"], capture_output=True, text=True, check=True,
+                               env=nbgrader_env()).stdout
+    assert heads.split() == [_alembic_head(), "(head)"]
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with api.Gradebook(url):
+        pass
+    with sa.create_engine(url).connect() as db:
+        assert db.execute(sa.text("select version_num from alembic_version")).scalars().all() == [_alembic_head()]

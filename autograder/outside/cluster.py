@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from . import state
-from .course import BY_ID
+from .course import BY_ID, new_gradebooks_in_process
 
 _LOCK = threading.Lock()
 _COURSES = {}  # (assignment, source digest) -> scratch course of this worker process
@@ -105,6 +105,8 @@ def store(course_root, db_url, job, record, files):
     from nbgrader.api import Gradebook
 
     from .gradebook import SaveAutoGradesAtOnce
+
+    new_gradebooks_in_process()
 
     a = BY_ID[job["assignment"]]
     if record["status"] == "graded":

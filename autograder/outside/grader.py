@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import sandbox, state
-from .course import BY_ID, nbgrader_env
+from .course import BY_ID, nbgrader_env, new_gradebooks_in_process
 
 PACKAGE = Path(__file__).resolve().parent.parent
 # Changing what a check does, or how a notebook runs, changes grades: these files are part of each fingerprint.
@@ -277,6 +277,7 @@ def ensure_registered(root, assignment_id, db_url):
     """
     from nbgrader.api import Gradebook, MissingEntry
 
+    new_gradebooks_in_process()
     with Gradebook(db_url) as gb:
         try:
             gb.find_assignment(assignment_id)
