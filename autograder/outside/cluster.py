@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from . import state
-from .course import BY_ID, new_gradebooks_in_process
+from .course import BY_ID
 
 _LOCK = threading.Lock()
 _COURSES = {}  # (assignment, source digest) -> scratch course of this worker process
@@ -82,8 +82,9 @@ def run(packed, timeout):
             (submission / name).write_bytes(data)
         job = {k: v for k, v in packed.items() if k not in ("files", "source")}
         job.update(course_root=str(root), db_url=state.sqlite_url(root))
-        worker._warm(job.get("in_kernel", False))  # this process's imports and torch's warm-up, once, are not
-        box = worker._sandbox_for(job)  # the notebook's seconds, nor are a starting zygote's
+        # not the notebook's seconds: this process's imports and torch's warm-up (once), a starting zygote's
+        worker._warm(job.get("in_kernel", False))
+        box = worker._sandbox_for(job)
         box.ready()
         watchdog = threading.Timer(timeout, box.stop)
         watchdog.start()
@@ -105,8 +106,6 @@ def store(course_root, db_url, job, record, files):
     from nbgrader.api import Gradebook
 
     from .gradebook import SaveAutoGradesAtOnce
-
-    new_gradebooks_in_process()
 
     a = BY_ID[job["assignment"]]
     if record["status"] == "graded":
