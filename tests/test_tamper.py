@@ -1,9 +1,10 @@
-"""Tampering with what the test cells compute expected values from (issue 8).
+"""Tampering with what the test cells compute expected values from, or build their cases with (issue 8).
 
 The notebook's locked cells (unit 1.5's engine, unit 1.7's list of expressions) run in the
 student's kernel, where a later cell can rebind what they define. With trusted verdicts the test
 cells compute their expected values from the source notebook's locked cells, run in the grader
-(``checks.locked_cell``), so a tampered kernel changes only the student's own answers. Each
+(``checks.locked_cell``), and unit 1.5 makes the engines it hands to ``find_the_bug`` there too
+(``checks.backwards_in_grader``), so a tampered kernel changes only the student's own answers. Each
 attacker, built from the reference submission by appending to one solution cell, is graded
 before a victim (the reference) on the same workers; the victim keeps full marks.
 """
@@ -40,6 +41,25 @@ def find_the_bug(engine):
     return None
 """
 
+# Unit 1.5, find_the_bug: a make_engine that notes the bug each call asks for, and a find_the_bug that answers from
+# those notes for every engine but the notebook's own two (red team, stop 38: 13/13 when the test's engines were made
+# by the kernel's make_engine). Now the test's engines are made in the grader and their backward rules stay there:
+# the kernel's make_engine is called with no bug, and the engines handed over are none that it made.
+NOTES_THE_BUG = """
+_made = {}
+_real = globals()["make" + "_engine"]
+def _noting(bug=None):
+    engine = _real(bug)
+    _made[id(engine)] = (engine, bug[0] if bug else None)  # the engine kept: its id stays its own
+    return engine
+globals()["make" + "_engine"] = _noting
+_honest = find_the_bug
+def find_the_bug(engine):
+    if engine is globals()["PLAN" + "TED"] or engine is globals()["CORRECT" + "_ENGINE"]:
+        return _honest(engine)
+    return _made.get(id(engine), (None, "an engine that make_engine did not make"))[1]
+"""
+
 
 def eval_injection(canary):
     """Unit 1.7, view_or_copy: an expression of the student's own, which a test that evaluated the
@@ -51,7 +71,8 @@ def eval_injection(canary):
 
 CASES = {  # unit: {student: (the solution cell appended to, the code, a test cell that must lose points)}
     "1.5-gradient-checks": {"sweep-zero-engine": ("step_size_sweep", lambda canary: ZERO_ENGINE, "test_step_size_sweep"),
-                            "no-bugs": ("find_the_bug", lambda canary: NO_BUGS, "test_find_the_bug")},
+                            "no-bugs": ("find_the_bug", lambda canary: NO_BUGS, "test_find_the_bug"),
+                            "notes-the-bug": ("find_the_bug", lambda canary: NOTES_THE_BUG, "test_find_the_bug")},
     "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy")},
 }
 

@@ -863,6 +863,35 @@ def test_the_backwards_of_an_engines_ops_are_one_request(kernel):
     assert requests.count("engine_backwards") == 1 and len(requests) <= 2, requests  # (and the notebook's names)
 
 
+def test_an_engines_backward_rules_stay_in_the_grader(own_kernel):
+    """1.5's find_the_bug test hands over engines whose backward rules are the grader's
+    (``checks.backwards_in_grader``): the kernel's make_engine is called with no argument, its
+    classes get a backward that asks the grader's rule, with what forward kept in ctx, in one
+    round trip, and what comes back is that rule's gradient."""
+    student = ("import numpy as np, types\nclass Context:\n    pass\n"
+               "class Double:\n    @staticmethod\n    def forward(ctx, x):\n        ctx.x = x\n        return 2 * x\n"
+               "    @staticmethod\n    def backward(ctx, grad):\n        return 2 * grad\n"
+               "made = []\n"
+               "def make_engine(*args, **kwargs):\n    made.append([len(args), len(kwargs)])\n"
+               "    return types.SimpleNamespace(Double=Double, Triple=Double)\n"
+               "def probe(engine):\n    out = []\n    for name in ('Double', 'Triple'):\n        ctx = Context()\n"
+               "        getattr(engine, name).forward(ctx, np.arange(3.0))\n"
+               "        out.append(getattr(engine, name).backward(ctx, np.full(3, 0.5)))\n    return out\n"
+               "def calls():\n    return made\n")
+    test = ("import types\nimport numpy as np\nfrom autograder.inside import checks\n"
+            "class Twice:\n    @staticmethod\n    def backward(ctx, grad):\n        return grad * 2 * ctx.x\n"
+            "class Thrice:\n    @staticmethod\n    def backward(ctx, grad):\n        return grad * 3 * ctx.x\n"
+            "engine = checks.backwards_in_grader(types.SimpleNamespace(Double=Twice, Triple=Thrice), make_engine)\n"
+            "twice, thrice = probe(engine)\n"
+            "assert np.array_equal(twice, [0.0, 1.0, 2.0]) and np.array_equal(thrice, [0.0, 1.5, 3.0]), (twice, thrice)\n"
+            "assert calls() == [[0, 0]], calls()  # one engine made, with no argument\n")
+    remote, asked = student_remote(own_kernel, student), []
+    run_callback = remote._run_callback
+    remote._run_callback = lambda ask: (asked.append(ask.get("builtin")), run_callback(ask))[1]
+    assert verdicts.run_test_cell(remote, test, {}) == []
+    assert asked == ["call", "call"], asked  # one round trip per backward
+
+
 PLANNED_STUDENT = (
     "import numpy as np\ncalls = []\n"
     "def tanh(x):\n    calls.append('tanh')\n    return np.tanh(x)\n"

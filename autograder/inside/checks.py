@@ -1268,6 +1268,22 @@ def _build_graph(fn, leaves, inputs):
     return nodes
 
 
+def backwards_in_grader(engine, make_engine):
+    """``engine``, a namespace of op classes that a test made (unit 1.5's engines with a planted bug),
+    as the student's code receives it. In trusted grading the test made it in the grader, from the
+    source notebook's locked cell, and its backward rules stay there: the student's code gets a
+    subclass of each op class of ``make_engine()``'s engine, made in the kernel with no argument,
+    whose ``backward`` calls the grader's rule. No argument, code or object that the kernel sees then
+    tells a planted rule from a right one (a notebook's ``make_engine`` that noted the bug each call
+    asked for answered every engine: red team, stop 38); only running the ops does. In a notebook,
+    ``engine`` itself."""
+    if _REMOTE is None:
+        return engine
+    rules = {name: (lambda kept, grad, op=op: op.backward(types.SimpleNamespace(**kept), grad))
+             for name, op in vars(engine).items()}  # kept: the attributes of the kernel's ctx
+    return _REMOTE.call(None, make_engine(), rules, builtin="with_backwards")
+
+
 def _engine_backwards(engine, Context, runs):
     """The backward's outputs of each ``[name, args, grad]`` op of ``engine``, each after its
     forward on a fresh ``Context()``."""

@@ -350,6 +350,17 @@ def _subclass(name, bases, methods, free, attributes):
     return cls
 
 
+def _with_backwards(engine, rules):
+    """``checks.backwards_in_grader``: a namespace of a subclass of each op class of ``engine`` (made
+    here by the notebook) that ``rules`` names, whose ``backward(ctx, grad)`` asks the grader's rule
+    (a callback) in one round trip, with what forward kept in ``ctx`` (its attributes, by value)."""
+    def op(name, rule):
+        def backward(ctx, grad):
+            return rule(dict(vars(ctx)), grad)
+        return type(name, (getattr(engine, name),), {"backward": staticmethod(backward)})
+    return types.SimpleNamespace(**{str(name): op(str(name), rule) for name, rule in rules.items()})
+
+
 def _function(kind, source, values, numpy_names):
     """A test's function that the grader sent as text (the wire's *function*: a lambda or a ``def``
     from the visible part of a test cell), compiled here with the values it reads, so that the
@@ -418,7 +429,7 @@ BUILTINS = {
     "list": _iterate, "bool": bool, "float": float, "int": int, "type_name": _type_name, "asarray": np.asarray,
     "enter": _enter, "exit": _exit, "callmethod": _call_method,
     "names": _names, "define": _define, "subclass": _subclass, "recorded_forward": checks._recorded_forward, "shared_dict": SharedDict,
-    "build_graph": checks._build_graph, "engine_backwards": checks._engine_backwards,
+    "build_graph": checks._build_graph, "engine_backwards": checks._engine_backwards, "with_backwards": _with_backwards,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",
@@ -532,7 +543,8 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 # not a delegation to the package.
 _OWN_CODE = frozenset(c for f in (
     _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
-    Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class) for c in checks.code_objects(f.__code__))
+    Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class,
+    _with_backwards) for c in checks.code_objects(f.__code__))
 
 
 def _answer(request, kept):
