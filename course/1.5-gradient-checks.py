@@ -1779,9 +1779,10 @@ FIND_PROBES = {"Add": (checks.randn(1, 2, 3), checks.randn(2, 2, 3)), "Sub": (ch
                "Tanh": (checks.randn(12, 4),), "ReLU": (checks.randn(13, 4) + np.array([1.0, -1.0, 1.0, -1.0]),)}
 
 
-# The engine of part 2 as the course wrote it (graded, it runs outside our kernel): what each engine is compared with.
-REFERENCE = checks.locked_cell("machinery")
-REFERENCE_OPS = {name: getattr(REFERENCE, name) for name in FIND_PROBES}
+# The course's own code as its locked cells wrote it (graded, it runs outside our kernel): the engine of part 2, which
+# each engine is compared with, and the make_engine that makes the test's engines.
+LOCKED = checks.locked_cell("machinery", "planted_bug")
+REFERENCE_OPS = {name: getattr(LOCKED, name) for name in FIND_PROBES}
 
 
 def check_found(label, engine, planted=None):
@@ -1789,7 +1790,7 @@ def check_found(label, engine, planted=None):
     each op next to the engine of part 2, so the answer is nowhere to be read while find_the_bug runs. `planted` is
     the op the test made the engine break (None: no op; "one": one op, unknown to the test)."""
     got = checks.run_student("find_the_bug", find_the_bug, engine)
-    broken = checks.differing_backwards(engine, REFERENCE_OPS, FIND_PROBES, Context, reference_context=REFERENCE.Context)
+    broken = checks.differing_backwards(engine, REFERENCE_OPS, FIND_PROBES, Context, reference_context=LOCKED.Context)
     if broken != ([] if planted is None else [planted]) and not (planted == "one" and len(broken) == 1):
         raise checks.CheckFailure(
             f"[find_the_bug] {label}: the test made this engine break {planted or 'no operation'}, but it breaks "
@@ -1809,12 +1810,9 @@ def check_found(label, engine, planted=None):
     raise checks.CheckFailure(f"{where}: expected {expected!r}, got {got!r}. Hint: {hint}")
 
 
-# The test's own engines, made by the locked cell's make_engine. Graded, that runs outside our kernel, and
-# their backward rules stay there: the engine we are handed is one of our make_engine(), its classes given
-# those rules, so that which op is broken is nowhere in our kernel but in how the ops behave.
-LOCKED = checks.locked_cell("machinery", "planted_bug")
-
-
+# The test's own engines, made by the locked cell's make_engine. Graded, their backward rules stay outside our
+# kernel: the engine we are handed is one of our make_engine(), its classes given those rules, so that which op
+# is broken is nowhere in our kernel but in how the ops behave.
 def engine_for(bug=None):
     return checks.backwards_in_grader(LOCKED.make_engine(bug), make_engine)
 
