@@ -79,6 +79,37 @@ def test_forgetting_the_upstream_gradient_fails():
         checks.check_function("Mul", MulNoGrad, "mul", PAIRS)
 
 
+class MulWipesGrad(Mul):
+    """Writes zeros into the upstream gradient it was handed and returns zeros: right only if the checks
+    computed what they expect from that same array after the call (red team, stop 39)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad[...] = 0
+        return np.zeros_like(a), np.zeros_like(b)
+
+
+@pytest.mark.parametrize("upstream", [None, np.arange(12.0).reshape(3, 4)])
+def test_a_backward_that_zeros_its_upstream_gradient_in_place_fails(upstream):
+    """The checks compute what they expect before the student's code runs, from arrays it never
+    receives: each call gets its own copy of the upstream gradient (a given one too) and of the inputs."""
+    pairs = PAIRS[:1]
+    with pytest.raises(checks.CheckFailure, match="grad of input 0"):
+        checks.check_function("Mul", MulWipesGrad, "mul", pairs, upstream=upstream)
+
+    def wipes(x, grad):
+        grad[...], x[...] = 0, 0
+        return np.zeros_like(x)
+
+    given = None if upstream is None else upstream[0]
+    with pytest.raises(checks.CheckFailure, match="grad of input 0"):
+        checks.check_vjp("tanh_backward", wipes, "tanh", checks.random_cases(1, [((4,),)]),
+                         upstream=True if given is None else given)
+    if upstream is not None:
+        assert np.array_equal(upstream, np.arange(12.0).reshape(3, 4))  # the test's own array, untouched
+
+
 def test_an_unreduced_broadcast_gradient_gets_the_broadcast_hint():
     def linear_backward(x, W, b, grad):
         return grad @ W, grad.T @ x, grad.sum(axis=0, keepdims=True)

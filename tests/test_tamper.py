@@ -1,10 +1,12 @@
 """Tampering with what the test cells compute expected values from, or build their cases with (issue 8).
 
-The notebook's locked cells (unit 1.5's engine, unit 1.7's list of expressions) run in the
-student's kernel, where a later cell can rebind what they define. With trusted verdicts the test
-cells compute their expected values from the source notebook's locked cells, run in the grader
-(``checks.locked_cell``), and unit 1.5 makes the engines it hands to ``find_the_bug`` there too
-(``checks.backwards_in_grader``), so a tampered kernel changes only the student's own answers. Each
+The notebook's locked cells (unit 1.5's engine, unit 1.7's list of expressions, unit 1.8's spiral)
+run in the student's kernel, where a later cell can rebind what they define. With trusted verdicts
+the test cells compute their expected values from the source notebook's locked cells, run in the
+grader (``checks.locked_cell``), and unit 1.5 makes the engines it hands to ``find_the_bug`` there
+too (``checks.backwards_in_grader``); the checks compute what they expect before the student's code
+runs, from arrays it never receives (an array it writes into travels back to the grader's copy).
+So a tampered kernel changes only the student's own answers. Each
 attacker, built from the reference submission by appending to one solution cell, is graded
 before a victim (the reference) on the same workers; the victim keeps full marks.
 """
@@ -60,6 +62,32 @@ def find_the_bug(engine):
     return _made.get(id(engine), (None, "an engine that make_engine did not make"))[1]
 """
 
+# Unit 1.3, matmul: a backward that writes zeros into the upstream gradient it is handed and returns zeros. The
+# array's write travels back to the grader's copy; a check that computed its expected gradients from that array
+# after the call expected zeros (red team, stop 39: 40 of 85 points with every op's backward so).
+WIPES_THE_UPSTREAM = """
+class MatMul(Function):
+    @staticmethod
+    def forward(ctx, A, B):
+        ctx.save_for_backward(A, B)
+        return A @ B
+
+    @staticmethod
+    def backward(ctx, grad):
+        A, B = ctx.saved_tensors
+        grad[...] = 0
+        return np.zeros_like(A), np.zeros_like(B)
+"""
+# Unit 1.8, train_step: a fit that does not train, and the notebook's accuracy helper, which the test used to call,
+# rebound to say 100% (red team, stop 39: 8/8). The test now takes the spiral from the locked cell and computes
+# the accuracy of the trained weights with torch's MLP.
+CLAIMS_ACCURACY = """
+def fit(X, y, sizes, lr, momentum, steps, seed=0):
+    model = MLP(sizes, rng=seed)
+    return model, [train_step(model, SGD(model.parameters(), lr=0.0), X, y)]
+globals()["acc" + "uracy"] = lambda model, X, y: 1.0
+"""
+
 
 def eval_injection(canary):
     """Unit 1.7, view_or_copy: an expression of the student's own, which a test that evaluated the
@@ -73,7 +101,9 @@ CASES = {  # unit: {student: (the solution cell appended to, the code, a test ce
     "1.5-gradient-checks": {"sweep-zero-engine": ("step_size_sweep", lambda canary: ZERO_ENGINE, "test_step_size_sweep"),
                             "no-bugs": ("find_the_bug", lambda canary: NO_BUGS, "test_find_the_bug"),
                             "notes-the-bug": ("find_the_bug", lambda canary: NOTES_THE_BUG, "test_find_the_bug")},
+    "1.3-reverse-accumulation": {"wipes-the-upstream": ("matmul", lambda canary: WIPES_THE_UPSTREAM, "test_matmul")},
     "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy")},
+    "1.8-mini-project": {"claims-accuracy": ("train_step", lambda canary: CLAIMS_ACCURACY, "test_train_step")},
 }
 
 

@@ -914,7 +914,7 @@ def _check_vjp_case(task, backward_fn, torch_fn, c, args, w, g_out, expected, ca
         return _outputs(_run_case(task, c, backward_fn, *xs, *extra, numpy_only=numpy_only, **c.kwargs))
 
     got = call(*calls[0])
-    _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
+    _check_grads(task, c, got, c.args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
     if len(calls) == 3:
         _assert_zero(task, c, call(*calls[1]), w, names)
     again = call(*calls[-1])
@@ -1012,10 +1012,14 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
         if upstream is None:
             g_out = randn(seed * 7919 + n, *_to_numpy(expected_out).shape)
         else:
-            g_out = _asarray(upstream, dtype=_float64)
+            g_out = _array(upstream, dtype=_float64)
+        # What the checks expect, computed before the student's code runs, from arrays it never receives: a
+        # write into an input or the upstream gradient (which travels back) changes only the student's own copy.
+        w = tuple(i for i, a in enumerate(c.args) if _is_float_array(a))
+        _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
         inputs = (args, tuple(_copy(a) for a in c.args), tuple(strided(a) if _is_float_array(a) else a for a in c.args))
-        grads = (g_out, _zeros_like(g_out), g_out)
-        runs.append((c, inputs, expected_out, grads))
+        grads = (_array(g_out), _zeros_like(g_out), _array(g_out))  # (each call its own copy)
+        runs.append((c, inputs, expected_out, w, g_out, expected, grads))
         for k, (xs, grad) in enumerate(zip(inputs, grads)):
             forward = len(steps)
             steps.append((None, (Fn, *xs), c.kwargs, numpy_only, "recorded_forward"))
@@ -1023,20 +1027,17 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
                 steps.append((None, (Later(forward, 0), "saved"), {}, False, "getattr"))
             steps.append((backward, (Later(forward, 0), grad), {}, numpy_only))
     with _planned(steps if backward is not None else ()):
-        for c, inputs, expected_out, grads in runs:
-            _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, grads, saves, hints, names,
-                                 fd, numpy_only)
+        for c, inputs, expected_out, w, g_out, expected, grads in runs:
+            _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, w, g_out, expected, grads,
+                                 saves, hints, names, fd, numpy_only)
 
 
-def _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, grads, saves, hints, names, fd,
-                         numpy_only):
-    args, g_out = inputs[0], grads[0]
-    w = tuple(i for i, a in enumerate(args) if _is_float_array(a))
-
+def _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, w, g_out, expected, grads, saves,
+                         hints, names, fd, numpy_only):
     def forward(xs):
         return _run_case(task, c, recorded_forward, Fn, *xs, numpy_only=numpy_only, **c.kwargs)
 
-    ctx, out = forward(args)
+    ctx, out = forward(inputs[0])
     _compare_outputs(task, c, out, expected_out, None, None, True, hints, names=["forward output"])
     if saves is not None:
         expected_np = _to_numpy(expected_out)
@@ -1049,14 +1050,13 @@ def _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, 
                 f"[{task}] {c.describe()}: forward saved {_describe_saved(saved, known)}, but this op "
                 f"should save {' or '.join(_describe_saved(o, known) for o in options)}. Save exactly what "
                 "backward needs.")
-    _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
     backward = Fn.backward if backward is None else backward
-    got = _outputs(_run_case(task, c, backward, ctx, g_out, numpy_only=numpy_only))
-    _check_grads(task, c, got, args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
+    got = _outputs(_run_case(task, c, backward, ctx, grads[0], numpy_only=numpy_only))
+    _check_grads(task, c, got, c.args, w, expected, torch_fn, g_out, hints, fd=fd, names=names)
     ctx0, _ = forward(inputs[1])
     _assert_zero(task, c, _outputs(_run_case(task, c, backward, ctx0, grads[1], numpy_only=numpy_only)), w, names)
     ctx_s, out_s = forward(inputs[2])
-    again = _outputs(_run_case(task, c, backward, ctx_s, g_out, numpy_only=numpy_only))
+    again = _outputs(_run_case(task, c, backward, ctx_s, grads[2], numpy_only=numpy_only))
     rtol, atol = _layout_tol(_asarray(out).dtype)
     assert_close(out_s, out, task=task, case=_partial(c.describe, " with non-contiguous inputs"),
                  name="forward output", rtol=rtol, atol=atol)
