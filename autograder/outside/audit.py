@@ -48,8 +48,9 @@ KINDS = {
     "subprocess": "starts a shell or another process",
     "network": "opens a network connection",
     "dynamic-code": "runs code built at run time, which this audit cannot read",
-    "dynamic-lookup": "looks up an attribute or imports a module by a name built at run time, which hides from "
-                      "this audit what is reached (a module's __dict__, sys.settrace, an import hook)",
+    "dynamic-lookup": "looks up an attribute, imports a module or binds a global by a name built at run time, "
+                      "which hides from this audit what is reached (a module's __dict__, sys.settrace, an import "
+                      "hook, a name the tests use)",
     # structure, against the source notebook
     "cell-deleted": "an nbgrader cell of the assignment is missing",
     "cell-duplicated": "an nbgrader cell appears more than once",
@@ -329,10 +330,10 @@ class _Scanner(ast.NodeVisitor):
         scope = self.scopes[-1]
         return scope is None or name in scope
 
-    def bind_name(self, node, name, paths, verb="rebinds"):
+    def bind_name(self, node, name, paths, verb="rebinds", module_level=False):
         """Flag a module-level rebinding of a name that the locked cells define."""
         expected = self.ctx.protected_names.get(name)
-        if expected is None or not self.module_level(name):
+        if expected is None or not (module_level or self.module_level(name)):
             return
         if paths and paths <= expected:
             return  # `import numpy as np` again is fine
@@ -348,6 +349,13 @@ class _Scanner(ast.NodeVisitor):
                 self.target(elt, None, verb)
         elif isinstance(node, ast.Starred):
             self.target(node.value, None, verb)
+        elif isinstance(node, ast.Subscript) and self.is_globals(node.value):
+            name = _const_str(node.slice)  # globals()["name"] binds the notebook's global, wherever it runs
+            if name is None:
+                self.flag(node, "dynamic-lookup", f"{verb} a global by a name built at run time")
+            else:
+                self.bind_name(node, name, self.resolve(value) if value is not None else set(),
+                               "deletes" if verb == "deletes" else "rebinds", module_level=True)
         elif isinstance(node, (ast.Attribute, ast.Subscript)):
             owner = self.resolve(node.value)
             full = self.resolve(node)
@@ -356,6 +364,10 @@ class _Scanner(ast.NodeVisitor):
             elif any(_protected(p) for p in owner):
                 name = sorted(full)[0] if full else f"an item of {sorted(owner)[0]}"
                 self.flag(node, "monkeypatch", f"{verb} {name}")
+
+    def is_globals(self, node):
+        """True for a call of the builtin ``globals()``: the notebook's namespace as a dict."""
+        return isinstance(node, ast.Call) and "builtins.globals" in self.resolve(node.func, True)
 
     def visit_Assign(self, node):
         """``a = b``: each target."""
@@ -453,6 +465,8 @@ class _Scanner(ast.NodeVisitor):
         """Every call is checked against what each possible callee does."""
         for func in sorted(self.resolve(node.func, True)):
             self.check_call(node, func)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and self.is_globals(node.func.value):
+            self.flag(node, "dynamic-lookup", f"binds globals through globals().{node.func.attr}")
         self.generic_visit(node)
 
     def check_call(self, node, func):
