@@ -6,7 +6,7 @@ import types
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import kernels
@@ -153,6 +153,7 @@ _MESSAGES = st.one_of(st.dictionaries(_FIELDS, _VALUES, min_size=1, max_size=5).
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_MESSAGES, min_size=1, max_size=4), st.sampled_from([None, "len"]), _RAW)
+@example([_KERNEL_CODEC.encode_message({"callback": np.zeros(0), "builtin": "sync"})], None, None)  # (an array's ==)
 def test_whatever_a_kernel_answers_is_a_verdict_on_it_never_a_fault_of_the_grader(messages, builtin, parent):
     """A fault of the grader fails the notebook's grading (GraderFault, below): no answer of a
     forged kernel may raise one, or any error but the refusal of its data (WireError), the

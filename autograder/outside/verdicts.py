@@ -326,11 +326,11 @@ class Remote:
             return self._answer()
         if self.failed is not None:
             return self._send(self.failed, None)
-        if ask.get("callback") == 0 and ask.get("builtin") == "sync":  # (each call before it has run)
-            return self._send({"op": "return"}, None)
+        number, builtin = ask["callback"], ask.get("builtin")  # (either may be any value the wire carries)
+        if type(number) is int and number == 0 and type(builtin) is str and builtin == "sync":
+            return self._send({"op": "return"}, None)  # (each call before it has run)
         obj = None
         try:
-            number, builtin = ask["callback"], ask.get("builtin")
             obj = self.callbacks.get(number) if type(number) is int else None
             builtin = CALLBACK_BUILTINS.get(builtin) if type(builtin) is str else None
             args, kwargs = ask.get("args", ()), ask.get("kwargs", {})
@@ -361,10 +361,10 @@ class Remote:
             self.callbacks.adopt(number, Unmade())
             return
         obj = self.callbacks.get(callback) if type(callback) is int else None
-        args, kwargs = ask.get("args", ()), ask.get("kwargs", {})
-        if obj is None or ask.get("builtin") != "call" or not _makes(obj) or type(args) is not tuple or (
-                type(kwargs) is not dict) or not all(isinstance(k, str) for k in kwargs) or not _data_only(
-                (args, tuple(kwargs.values())), 4):
+        args, kwargs, builtin = ask.get("args", ()), ask.get("kwargs", {}), ask.get("builtin")
+        if obj is None or type(builtin) is not str or builtin != "call" or not _makes(obj) or (
+                type(args) is not tuple) or type(kwargs) is not dict or not all(isinstance(k, str) for k in kwargs) or (
+                not _data_only((args, tuple(kwargs.values())), 4)):
             raise WireError("a call that the kernel may not leave unanswered")
         try:
             value = obj(*args, **kwargs)
