@@ -313,11 +313,13 @@ def check_numerical_vjp(label, f, oracle, x, extra=(), seed=0):
     before = x.copy()
     (expected_shape,) = {np.shape(f(x.copy()))}
     for kind, g in [("random", checks.randn(seed, *expected_shape)), ("zero", np.zeros(expected_shape))]:
-        got = checks.run_student("numerical_vjp", numerical_vjp, f, x, g)
+        # what we expect, before numerical_vjp runs, from arrays it never receives (a write into one it receives
+        # reaches our copy: that is how we see x changed)
+        (expected,) = checks.torch_gradients(oracle, [before, *extra], g)
+        got = checks.run_student("numerical_vjp", numerical_vjp, f, x, g.copy())
         if not np.array_equal(x, before):
             raise checks.CheckFailure(f"[numerical_vjp] {c.describe()}: x was changed; it must hold exactly its old values "
                                       "when numerical_vjp returns.")
-        (expected,) = checks.torch_gradients(oracle, [x, *extra], g)
         # float64, h = 1e-6: rounding ~1e-16 |sum(g * f)| / h ~ 1e-9; truncation ~1e-12.
         checks.assert_close(got, expected, task="numerical_vjp", case=f"{c.describe()} with a {kind} grad_out vs torch",
                             name="vjp", rtol=1e-6, atol=1e-7, kind="grad", hints=[lambda got, exp: (
@@ -327,14 +329,16 @@ def check_numerical_vjp(label, f, oracle, x, extra=(), seed=0):
 
 W = checks.randn(20, 4, 3)
 tanh_matmul = lambda v: np.tanh(v @ W)
+W_ORACLE = W.copy()  # the oracle's W, which no code of ours receives
 worked = lambda v: np.array([v[0] * v[1], v[0] + v[1]])
 got = checks.run_student("numerical_vjp", numerical_vjp, worked, np.array([1.0, 2.0]), np.array([1.0, 10.0]))
 checks.assert_close(got, np.array([2.0 + 10.0, 1.0 + 10.0]), task="numerical_vjp", case="worked example", name="vjp",
                     rtol=1e-6, atol=1e-7)
 check_numerical_vjp("exp, (3, 4)", np.exp, "exp", checks.randn(21, 3, 4), seed=1)
-check_numerical_vjp("tanh(x @ W), (2, 4)", tanh_matmul, "gc_tanh_matmul", checks.randn(22, 2, 4), extra=(W,), seed=2)
-check_numerical_vjp("tanh(x @ W), non-contiguous", tanh_matmul, "gc_tanh_matmul", checks.randn(23, 4, 2).T, extra=(W,),
-                    seed=3)
+check_numerical_vjp("tanh(x @ W), (2, 4)", tanh_matmul, "gc_tanh_matmul", checks.randn(22, 2, 4), extra=(W_ORACLE,),
+                    seed=2)
+check_numerical_vjp("tanh(x @ W), non-contiguous", tanh_matmul, "gc_tanh_matmul", checks.randn(23, 4, 2).T,
+                    extra=(W_ORACLE,), seed=3)
 check_numerical_vjp("exp, 0-d", np.exp, "exp", np.asarray(0.3), seed=4)
 check_numerical_vjp("exp, size-1 axes", np.exp, "exp", checks.randn(24, 1, 3, 1), seed=5)
 x32 = checks.randn(25, 3, dtype=np.float32)
@@ -344,13 +348,14 @@ assert got32.dtype == np.float32 and np.array_equal(x32, checks.randn(25, 3, dty
 ### BEGIN HIDDEN TESTS
 W2 = checks.randn(30, 3, 5)
 tanh_matmul2 = lambda v: np.tanh(v @ W2)
+W2_ORACLE = W2.copy()
 for s, shape in enumerate([(5,), (2, 3, 2), (1,), ()]):
     check_numerical_vjp(f"exp, {shape}", np.exp, "exp", checks.randn(31 + s, *shape), seed=10 + s)
 for s, rows in enumerate([1, 3, 4]):
     check_numerical_vjp(f"tanh(x @ W), ({rows}, 3)", tanh_matmul2, "gc_tanh_matmul", checks.randn(40 + s, rows, 3),
-                        extra=(W2,), seed=20 + s)
+                        extra=(W2_ORACLE,), seed=20 + s)
 check_numerical_vjp("tanh(x @ W), sliced", tanh_matmul2, "gc_tanh_matmul", checks.strided(checks.randn(45, 2, 3)),
-                    extra=(W2,), seed=25)
+                    extra=(W2_ORACLE,), seed=25)
 check_numerical_vjp("exp, transposed", np.exp, "exp", checks.randn(46, 3, 2).T, seed=26)
 ### END HIDDEN TESTS
 

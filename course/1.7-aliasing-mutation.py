@@ -1517,14 +1517,17 @@ def check_load(build, label, seed):
     source = random_state(model, seed)
     if "scale" in source:
         source["scale"] = source["scale"].astype(np.float32)  # a float32 value is cast into the float64 array
+    # what we expect, before the load runs, from copies it never receives (its writes into the dict's arrays reach ours)
+    expected = {key: np.array(value, dtype=np.float64) for key, value in source.items()}
+    report = torch_report(build, source, True)
     state = checks.shared_dict(source)  # the caller's dict: what the load leaves in it is what we edit below
     result = checks.run_student("load_state_dict", our_report, model, state, True)
-    same_report(f"{label}: a complete dict", result, torch_report(build, source, True))
+    same_report(f"{label}: a complete dict", result, report)
     after = model.state_dict()
     for key, array in after.items():
         assert array is before[key], (f"[load_state_dict] case '{label}': loading replaced the array of '{key}'; "
                                       "copy the values into it in place (array[...] = value)")
-        checks.assert_close(array, source[key].astype(np.float64), task="load_state_dict", case=label, name=key)
+        checks.assert_close(array, expected[key], task="load_state_dict", case=label, name=key)
     loaded = {key: array.copy() for key, array in after.items()}
     for value in list(state.values()):
         value *= 0.0  # editing the source dict afterwards must not reach the model
@@ -1535,13 +1538,15 @@ def check_load(build, label, seed):
     broken.pop("head", None), broken.pop("steps", None)
     broken["extra"], broken["first.extra"] = np.zeros(3), np.zeros(1)
     for strict in (True, False):
+        report = torch_report(build, broken, strict)
         got = checks.run_student("load_state_dict", our_report, model, broken, strict)
-        same_report(f"{label}: missing and unexpected keys, strict={strict}", got, torch_report(build, broken, strict))
+        same_report(f"{label}: missing and unexpected keys, strict={strict}", got, report)
     broken["scale"] = np.zeros(2)
     broken["first.bias"] = np.zeros((1, np.shape(broken["first.bias"])[0]))
     for strict in (True, False):
+        report = torch_report(build, broken, strict)
         got = checks.run_student("load_state_dict", our_report, model, broken, strict)
-        same_report(f"{label}: and two size mismatches, strict={strict}", got, torch_report(build, broken, strict))
+        same_report(f"{label}: and two size mismatches, strict={strict}", got, report)
 
 
 check_load(build_net, "the worked example", 31)

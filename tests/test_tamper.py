@@ -88,6 +88,32 @@ def fit(X, y, sizes, lr, momentum, steps, seed=0):
 globals()["acc" + "uracy"] = lambda model, X, y: 1.0
 """
 
+# Unit 1.5, numerical_vjp: the worked example answered from the test's text, and zeros everywhere else after writing
+# zeros into the upstream gradient it is handed, from which the test computed torch's VJP after the call (red team,
+# stop 39: 8/8 from an otherwise blank notebook).
+NUMERICAL_VJP_WIPES = """
+def numerical_vjp(f, x, grad_out, eps=1e-6):
+    g = np.asarray(grad_out)
+    if g.shape == (2,) and g.tolist() == [1.0, 10.0] and np.asarray(x).tolist() == [1.0, 2.0]:
+        return np.array([12.0, 11.0])
+    if isinstance(grad_out, np.ndarray) and grad_out.flags.writeable:
+        grad_out[...] = 0
+    return np.zeros(np.shape(x), dtype=np.asarray(x).dtype)
+"""
+# Unit 1.8, train_step: a fit whose SGD never moves, that then writes every label to 0 and sets the weights to predict
+# class 0 everywhere: the test scored the weights on the labels it had handed to fit (red team, stop 39: 8/8).
+RELABELS_THE_SPIRAL = """
+def fit(X, y, sizes, lr, momentum, steps, seed=0):
+    model = MLP(sizes, rng=seed)
+    losses = [train_step(model, SGD(model.parameters(), lr=0.0), X, y) for _ in range(steps)]
+    y[...] = 0
+    arrays = list(model.state_dict().values())
+    for a in arrays:
+        a[...] = 0.0
+    arrays[-1][0] = 1.0
+    return model, losses
+"""
+
 
 def eval_injection(canary):
     """Unit 1.7, view_or_copy: an expression of the student's own, which a test that evaluated the
@@ -100,10 +126,13 @@ def eval_injection(canary):
 CASES = {  # unit: {student: (the solution cell appended to, the code, a test cell that must lose points)}
     "1.5-gradient-checks": {"sweep-zero-engine": ("step_size_sweep", lambda canary: ZERO_ENGINE, "test_step_size_sweep"),
                             "no-bugs": ("find_the_bug", lambda canary: NO_BUGS, "test_find_the_bug"),
-                            "notes-the-bug": ("find_the_bug", lambda canary: NOTES_THE_BUG, "test_find_the_bug")},
+                            "notes-the-bug": ("find_the_bug", lambda canary: NOTES_THE_BUG, "test_find_the_bug"),
+                            "numerical-vjp-wipes": ("numerical_vjp", lambda canary: NUMERICAL_VJP_WIPES,
+                                                    "test_numerical_vjp")},
     "1.3-reverse-accumulation": {"wipes-the-upstream": ("matmul", lambda canary: WIPES_THE_UPSTREAM, "test_matmul")},
     "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy")},
-    "1.8-mini-project": {"claims-accuracy": ("train_step", lambda canary: CLAIMS_ACCURACY, "test_train_step")},
+    "1.8-mini-project": {"claims-accuracy": ("train_step", lambda canary: CLAIMS_ACCURACY, "test_train_step"),
+                         "relabels-the-spiral": ("train_step", lambda canary: RELABELS_THE_SPIRAL, "test_train_step")},
 }
 
 

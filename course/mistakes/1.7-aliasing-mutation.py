@@ -366,6 +366,12 @@ return out""",
         why="Gives each tensor a new array instead of copying into its array: an optimizer's view, or a tied twin, "
             "keeps the old values."),
     Variant(
+        "load_copies_the_wrong_way", "load_state_dict", ("test_load_state_dict",),
+        find="        array[...] = value\n", replace="        value[...] = array\n",
+        why="Copies the model's values into the caller's dict instead of the dict's into the model: the model "
+            "keeps its old values. (The test once compared the model with that dict after the load, which this "
+            "write had made equal: 10/10, red team, stop 39.)"),
+    Variant(
         "load_aliases_the_source", "load_state_dict", ("test_load_state_dict",),
         find="        array[...] = value\n", replace="        array[...] = value\n        state_dict[key] = array\n",
         why="Writes the model's array back into the caller's dict: the dict now aliases the model."),
