@@ -153,7 +153,8 @@ from autograder.inside import checks
 W = np.array([[1.0, -1.0], [0.5, 2.0], [0.0, 1.0]])
 b = np.array([0.5, 0.0, -1.0])
 x = np.array([1.0, 2.0])
-checks.assert_close(checks.run_student("linear", linear, x, W, b), np.array([-0.5, 4.5, 1.0]), task="linear",
+checks.assert_close(checks.run_student("linear", linear, x.copy(), W.copy(), b.copy()), np.array([-0.5, 4.5, 1.0]),
+                    task="linear",
                     case="worked example")
 checks.against_torch("linear", linear, "linear", [
     checks.case("worked example", x, W, b),
@@ -598,7 +599,7 @@ b1 = np.zeros(2)
 W2 = np.array([[1.0, 1.0], [-1.0, -1.0]])
 b2 = np.array([-1.0, 1.0])
 xor = np.array([[1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]])
-checks.assert_close(checks.run_student("mlp_logits", mlp_logits, xor, W1, b1, W2, b2),
+checks.assert_close(checks.run_student("mlp_logits", mlp_logits, *[a.copy() for a in (xor, W1, b1, W2, b2)]),
                     np.array([[1.0, -1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, 1.0]]), task="mlp_logits",
                     case="worked example (the XOR network)")
 checks.against_torch("mlp_logits", mlp_by_name, "mlp_logits", [
@@ -1253,7 +1254,7 @@ def collapse_flat(*flat):
 
 W1, b1 = np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([1.0, 0.0])
 W2, b2 = np.array([[1.0, -1.0]]), np.array([2.0])
-got = checks.run_student("collapse_linear_stack", collapse_linear_stack, [(W1, b1), (W2, b2)])
+got = checks.run_student("collapse_linear_stack", collapse_linear_stack, [(W1.copy(), b1.copy()), (W2.copy(), b2.copy())])
 assert isinstance(got, (tuple, list)) and len(got) == 2, "[collapse_linear_stack] return the pair (W, b)"
 checks.assert_close(got[0], np.array([[1.0, 1.0]]), task="collapse_linear_stack", case="worked example", name="W")
 checks.assert_close(got[1], np.array([3.0]), task="collapse_linear_stack", case="worked example", name="b")

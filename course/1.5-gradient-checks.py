@@ -455,7 +455,7 @@ def floor_hint(got, expected):
 def check_relative_error(label, a, b, rtol=1e-12):
     c = checks.case(label, a, b)
     expected = checks.oracle_value("gc_relative_error", a, b)  # torch, in float64
-    got = checks.run_student("relative_error", relative_error, a, b)
+    got = checks.run_student("relative_error", relative_error, a.copy(), b.copy())  # (a test may reuse a or b)
     if not isinstance(got, (float, np.floating)) or np.ndim(got) != 0:
         raise checks.CheckFailure(f"[relative_error] {c.describe()}: return one float (the worst element), got {got!r}.")
     # The formula in float64 leaves a few ulps of room (rtol 1e-12); float32 inputs may be compared in float32.
@@ -1409,7 +1409,8 @@ def sweep_hint(got, expected):
 def check_sweep(label, f, x, steps):
     c = checks.case(label, x, list(steps))
     before = x.copy()
-    got = checks.run_student("step_size_sweep", step_size_sweep, f, x, steps)
+    expected = expected_sweep(f, before, np.array(steps))  # before the call, from arrays it never receives
+    got = checks.run_student("step_size_sweep", step_size_sweep, f, x, steps.copy())
     if not np.array_equal(x, before):
         raise checks.CheckFailure(f"[step_size_sweep] {c.describe()}: x was changed; leave it as it was.")
     if not isinstance(got, np.ndarray) or got.dtype != np.float64:
@@ -1418,7 +1419,7 @@ def check_sweep(label, f, x, steps):
     # The same roundings in the same order give the same errors; 1e-2 leaves room for another order of
     # operations in the rounding-dominated steps (where the errors themselves are rounding noise).
     atol = 1e-13 if x.dtype == np.float64 else 1e-6
-    checks.assert_close(got, expected_sweep(f, x, steps), task="step_size_sweep", case=c.describe(), name="errors",
+    checks.assert_close(got, expected, task="step_size_sweep", case=c.describe(), name="errors",
                         rtol=1e-2, atol=atol, hints=[sweep_hint])
     return got
 
@@ -1572,8 +1573,8 @@ from autograder.inside import checks
 
 def check_kink_mask(label, x, eps):
     c = checks.case(label, x, eps)
-    before = np.array(x, copy=True)
-    expected = checks.oracle_value("gc_kink_mask", np.asarray(x), eps)  # torch: x - eps < 0 < x + eps
+    before = np.array(x, copy=True)  # (a change that x keeps fails the case below: later cases may reuse it)
+    expected = checks.oracle_value("gc_kink_mask", before, eps)  # torch: x - eps < 0 < x + eps
     got = checks.run_student("kink_mask", kink_mask, x, eps)
     got = np.asarray(got)
     if got.dtype != np.bool_ or got.shape != expected.shape:

@@ -1080,7 +1080,7 @@ def check_mlp(sizes, seed, x):
         bound = 1 / np.sqrt(value.shape[-1] if key.endswith("weight") else sd[key[:-4] + "weight"].shape[1])
         assert value.dtype == np.float64 and np.all(np.abs(value) <= bound) and (value.size < 4 or np.std(value) > bound / 10), (
             f"[modules] {key} should be float64, uniform on [-1/sqrt(in), 1/sqrt(in)] = +-{bound:.4g}.")
-    weights = list(sd.values())
+    weights = [v.copy() for v in sd.values()]  # ours: the model's forward could write into its own arrays
     checks.against_torch("modules", lambda x, *w: model(Tensor(x)).data, "mlp_stack",
                          [checks.case(f"MLP({sizes}) forward", x, *weights)])
     return model
@@ -1775,7 +1775,7 @@ model, losses = checks.run_student("train_step", fit, SPIRAL.X_spiral.copy(), SP
 assert abs(losses[0] - np.log(3)) < 0.2, f"[train_step] the first loss is {losses[0]:.4f}, expected about log 3 = 1.0986."
 # The accuracy of the weights that fit trained, through torch's MLP on them (test_modules checks that ours computes
 # the same), so that neither our model's forward nor our accuracy helper is taken at its word.
-weights = list(checks.run_student("train_step", model.state_dict).values())
+weights = [v.copy() for v in checks.run_student("train_step", model.state_dict).values()]
 logits = checks.oracle_value("mlp_stack", SPIRAL.X_spiral, *weights)
 train_accuracy = float(np.mean(logits.argmax(axis=1) == SPIRAL.y_spiral))
 assert train_accuracy >= 0.95, (f"[train_step] training accuracy {train_accuracy:.1%} after "

@@ -110,6 +110,18 @@ def test_a_backward_that_zeros_its_upstream_gradient_in_place_fails(upstream):
         assert np.array_equal(upstream, np.arange(12.0).reshape(3, 4))  # the test's own array, untouched
 
 
+def test_expect_raises_hands_the_student_copies():
+    """A test goes on using the arrays it probed an error with (1.2's worked examples)."""
+    x = np.arange(3.0)
+
+    def writes_then_raises(a, reduction):
+        a[...] = 0
+        raise ValueError(f"unknown reduction {reduction!r}")
+
+    checks.expect_raises("t", ValueError, writes_then_raises, x, reduction="average")
+    assert np.array_equal(x, np.arange(3.0))
+
+
 def test_an_unreduced_broadcast_gradient_gets_the_broadcast_hint():
     def linear_backward(x, W, b, grad):
         return grad @ W, grad.T @ x, grad.sum(axis=0, keepdims=True)

@@ -114,6 +114,18 @@ def fit(X, y, sizes, lr, momentum, steps, seed=0):
     return model, losses
 """
 
+# Unit 1.8, modules: an MLP whose forward computes nothing, after writing zeros into its last layer: the test computed
+# torch's forward from the model's own arrays after the call (red team, stop 39: 6/6). It now takes copies, and the
+# checks compute torch's values before the student's code runs.
+FORWARD_ZEROS_ITS_WEIGHTS = """
+def _forward(self, x):
+    last = self.layers[-1]
+    last.weight.data[...] = 0
+    last.bias.data[...] = 0
+    return Tensor(np.zeros((x.data.shape[0], last.weight.data.shape[0])))
+MLP.forward = _forward
+"""
+
 
 def eval_injection(canary):
     """Unit 1.7, view_or_copy: an expression of the student's own, which a test that evaluated the
@@ -132,7 +144,9 @@ CASES = {  # unit: {student: (the solution cell appended to, the code, a test ce
     "1.3-reverse-accumulation": {"wipes-the-upstream": ("matmul", lambda canary: WIPES_THE_UPSTREAM, "test_matmul")},
     "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy")},
     "1.8-mini-project": {"claims-accuracy": ("train_step", lambda canary: CLAIMS_ACCURACY, "test_train_step"),
-                         "relabels-the-spiral": ("train_step", lambda canary: RELABELS_THE_SPIRAL, "test_train_step")},
+                         "relabels-the-spiral": ("train_step", lambda canary: RELABELS_THE_SPIRAL, "test_train_step"),
+                         "forward-zeros-its-weights": ("modules", lambda canary: FORWARD_ZEROS_ITS_WEIGHTS,
+                                                       "test_modules")},
 }
 
 

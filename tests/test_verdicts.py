@@ -893,6 +893,27 @@ def test_an_engines_backward_rules_stay_in_the_grader(own_kernel):
     assert asked == ["call", "call"], asked  # one round trip per backward
 
 
+def test_a_torch_value_from_an_array_the_students_code_had_is_a_fault_of_the_test(own_kernel):
+    """An array that the student's code received (or that the test took from the kernel without a
+    copy) shares its buffer with the kernel, whose writes into it reach the grader: a test that
+    computes a torch oracle's value or central differences from it would judge the student against
+    what the student's code left there (red teams, stop 39). The grader refuses, whatever the
+    student's code did: a reference notebook fails too, so CI finds such a test. From a copy made
+    before the call, it is the test's own value."""
+    student = "import numpy as np\ndef wipes(x):\n    x[...] = 0\n    return np.exp(x)\n"
+    after = ("import numpy as np\nfrom autograder.inside import checks\nx = checks.randn(1, 3)\n"
+             "got = checks.run_student('wipes', wipes, x)\nchecks.oracle_value('exp', x)\n")
+    before = ("import numpy as np\nfrom autograder.inside import checks\nx = checks.randn(1, 3)\n"
+              "expected = checks.oracle_value('exp', x)\nmine = x.copy()\ngot = checks.run_student('wipes', wipes, x)\n"
+              "assert not np.array_equal(mine, x)  # the write reached the test's x\n"
+              "checks.oracle_value('exp', mine)\nchecks.assert_close(got, expected, task='wipes')\n")
+    remote = student_remote(own_kernel, student)
+    outputs = verdicts.run_test_cell(remote, before, {})
+    assert [o["ename"] for o in outputs] == ["AssertionError"] and "[wipes]" in outputs[0]["evalue"], outputs
+    with pytest.raises(verdicts.GraderFault, match="can write into"):  # (it ends the notebook's grading)
+        verdicts.run_test_cell(remote, after, {})
+
+
 PLANNED_STUDENT = (
     "import numpy as np\ncalls = []\n"
     "def tanh(x):\n    calls.append('tanh')\n    return np.tanh(x)\n"

@@ -711,6 +711,8 @@ def _to_numpy(t):
 
 
 def _torch_forward(fn, args, kwargs, grad_positions=()):
+    if _REMOTE is not None:
+        _REMOTE.refuse_shared((*args, *kwargs.values()), "a torch oracle's value")
     targs = [_to_torch(a, i in grad_positions) for i, a in enumerate(args)]
     return targs, fn(*targs, **kwargs)
 
@@ -729,11 +731,11 @@ def against_torch(task, fn, oracle, cases, *, rtol=None, atol=None, check_dtype=
     """
     _bind_torch()
     torch_fn = oracles.oracle(oracle)
-    runs = [(c, [_copy(a) for a in c.args]) for c in cases]
-    with _planned([(fn, args, c.kwargs, numpy_only) for c, args in runs]):
-        for c, args in runs:
+    # torch's values first: a case's array may be the student's own (a model's weights), which its code can write into
+    runs = [(c, [_copy(a) for a in c.args], _torch_forward(torch_fn, c.args, c.kwargs)[1]) for c in cases]
+    with _planned([(fn, args, c.kwargs, numpy_only) for c, args, _ in runs]):
+        for c, args, expected in runs:
             got = _run_case(task, c, fn, *args, numpy_only=numpy_only, allow_warnings=allow_warnings, **c.kwargs)
-            _, expected = _torch_forward(torch_fn, c.args, c.kwargs)
             _compare_outputs(task, c, got, expected, rtol, atol, check_dtype, hints)
 
 
@@ -786,6 +788,8 @@ def _fd_of_torch(torch_fn, kwargs, args, i, grad_out):
     (the loop was 29% of the grader's CPU on unit 1.4's class). A function that vmap cannot batch
     (it reads a value, say with ``.item()``), or whose output is not of ``grad_out``'s shape, gets
     the loop."""
+    if _REMOTE is not None:
+        _REMOTE.refuse_shared((*args, grad_out, *kwargs.values()), "central differences")
     n = _asarray(args[i]).size
     if FD_BATCHED_FROM <= n <= FD_BATCH // (2 * FD_BATCHED_FROM):  # (a batch of rows costs about what 8 calls do)
         try:
@@ -899,7 +903,7 @@ def check_vjp(task, backward_fn, oracle, cases, *, wrt=None, upstream=True, seed
         calls = [(args, g_out.astype(args[w[0]].dtype))]  # (each call its own copy: the code may write into it)
         if passes_grad:
             calls.append((tuple(_copy(a) for a in c.args), _zeros_like(g_out)))
-        calls.append((tuple(strided(a) if _is_float_array(a) else a for a in c.args), g_out.astype(args[w[0]].dtype)))
+        calls.append((tuple(strided(a) if _is_float_array(a) else _copy(a) for a in c.args), g_out.astype(args[w[0]].dtype)))
         calls = [(xs, (g,) if passes_grad else ()) for xs, g in calls]
         _, expected = _torch_vjp(torch_fn, args, c.kwargs, w, g_out)  # (before the student's code sees args)
         runs.append((c, args, w, g_out, expected, calls))
@@ -1017,7 +1021,7 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
         # write into an input or the upstream gradient (which travels back) changes only the student's own copy.
         w = tuple(i for i, a in enumerate(c.args) if _is_float_array(a))
         _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
-        inputs = (args, tuple(_copy(a) for a in c.args), tuple(strided(a) if _is_float_array(a) else a for a in c.args))
+        inputs = (args, tuple(_copy(a) for a in c.args), tuple(strided(a) if _is_float_array(a) else _copy(a) for a in c.args))
         grads = (_array(g_out), _zeros_like(g_out), _array(g_out))  # (each call its own copy)
         runs.append((c, inputs, expected_out, w, g_out, expected, grads))
         for k, (xs, grad) in enumerate(zip(inputs, grads)):
@@ -1114,9 +1118,10 @@ def check_graph(task, Tensor, build, leaves, *, names=None, seed=0, hints=(), fd
 
 
 def expect_raises(task, exc_type, fn, *args, match=None, **kwargs):
-    """Assert that student code raises ``exc_type`` (whose message contains ``match``)."""
+    """Assert that student code raises ``exc_type`` (whose message contains ``match``). It gets copies
+    of the arrays it is given, which the test may go on using."""
     try:
-        run_student(task, fn, *args, **kwargs)
+        run_student(task, fn, *[_copy(a) for a in args], **{k: _copy(v) for k, v in kwargs.items()})
     except CheckFailure as failure:
         cause = failure.__cause__
         if isinstance(cause, exc_type) and (match is None or match in str(cause)):

@@ -311,6 +311,13 @@ class Codec:
         self._sent[key] = {"dtype": _name(owner.dtype), "shape": list(owner.shape),
                            "data": base64.b64encode(data).decode("ascii")}
 
+    def shares(self, a):
+        """True when the array ``a`` is a buffer that the other side holds too, or a view of one: a
+        change that either side makes to it reaches the other."""
+        bottom = _bottom(a)
+        key = self.owners.ids.get(id(bottom))
+        return key is not None and self.owners.get(key) is bottom
+
     def _owner(self, a):
         """The owner to send ``a`` as a view of, or None (sent as its own contiguous copy). An array
         whose memory is not an array's (``as_strided``'s result, a torch tensor's ``.numpy()``) is a

@@ -547,6 +547,17 @@ class Remote:
             return all(self._goes(v, outer) for v in value)
         return _travels(value) or (type(value) is types.FunctionType and self._ship(value, outer) is not None)
 
+    def refuse_shared(self, values, what):
+        """GraderFault for an array among ``values`` whose memory the kernel shares (the test handed it
+        to the student's code, or took it from there without a copy): the student's writes into it
+        come here, so a test that computed ``what`` from it would judge the student against what the
+        student's code left in it. A test computes such a value from its own copy, made before the
+        student's code had the array (red teams, stop 39)."""
+        for value in values:
+            if isinstance(value, np.ndarray) and self.codec.shares(value):
+                raise GraderFault(f"the test computes {what} from an array that the student's code can write into: "
+                                  "compute it from a copy made before that code had the array")
+
     def in_kernel(self, fn):
         """``fn``, or, when it is a test's function that can run in the kernel (:meth:`_ship`), a
         function that runs it there in one request. :func:`autograder.inside.checks.run_student`
