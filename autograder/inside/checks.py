@@ -731,12 +731,23 @@ def against_torch(task, fn, oracle, cases, *, rtol=None, atol=None, check_dtype=
     """
     _bind_torch()
     torch_fn = oracles.oracle(oracle)
-    # torch's values first: a case's array may be the student's own (a model's weights), which its code can write into
-    runs = [(c, [_copy(a) for a in c.args], _torch_forward(torch_fn, c.args, c.kwargs)[1]) for c in cases]
+    runs = [(c, [_copy(a) for a in c.args], _torch_value(torch_fn, c)) for c in cases]
     with _planned([(fn, args, c.kwargs, numpy_only) for c, args, _ in runs]):
         for c, args, expected in runs:
             got = _run_case(task, c, fn, *args, numpy_only=numpy_only, allow_warnings=allow_warnings, **c.kwargs)
+            if isinstance(expected, Exception):
+                raise expected
             _compare_outputs(task, c, got, expected, rtol, atol, check_dtype, hints)
+
+
+def _torch_value(torch_fn, c):
+    """Torch's value for a case, before the student's code runs: a case's array may be the student's
+    own (a model's weights), which that code can write into. An error of torch's (shapes that the
+    student's code made) is raised after that code has run on the case, which may explain it first."""
+    try:
+        return _torch_forward(torch_fn, c.args, c.kwargs)[1]
+    except Exception as exc:
+        return exc
 
 
 def _copy(a):
