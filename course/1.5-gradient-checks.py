@@ -1409,7 +1409,7 @@ def sweep_hint(got, expected):
 def check_sweep(label, f, x, steps):
     c = checks.case(label, x, list(steps))
     before = x.copy()
-    expected = expected_sweep(f, before, np.array(steps))  # before the call, from arrays it never receives
+    expected = expected_sweep(f, before, steps)  # before the call, from arrays it never receives
     got = checks.run_student("step_size_sweep", step_size_sweep, f, x, steps.copy())
     if not np.array_equal(x, before):
         raise checks.CheckFailure(f"[step_size_sweep] {c.describe()}: x was changed; leave it as it was.")

@@ -187,9 +187,15 @@ class Owners:
             if self.ids.get(address) == key:
                 del self.ids[address]
 
-    def id_for(self, owner):
+    def held(self, owner):
+        """The id of ``owner`` if this table still holds that very array, else None (an id() can be
+        reused by a new array once the old one is gone)."""
         key = self.ids.get(id(owner))
-        if key is None or self.get(key) is not owner:
+        return key if key is not None and self.get(key) is owner else None
+
+    def id_for(self, owner):
+        key = self.held(owner)
+        if key is None:
             self.count += 1
             key = f"{self.prefix}{self.count}"
             self.add(key, owner, None)
@@ -314,17 +320,14 @@ class Codec:
     def shares(self, a):
         """True when the array ``a`` is a buffer that the other side holds too, or a view of one: a
         change that either side makes to it reaches the other."""
-        bottom = _bottom(a)
-        key = self.owners.ids.get(id(bottom))
-        return key is not None and self.owners.get(key) is bottom
+        return self.owners.held(_bottom(a)) is not None
 
     def _owner(self, a):
         """The owner to send ``a`` as a view of, or None (sent as its own contiguous copy). An array
         whose memory is not an array's (``as_strided``'s result, a torch tensor's ``.numpy()``) is a
         view of the known owner that holds its memory, when there is one."""
         o = _bottom(a)
-        key = self.owners.ids.get(id(o))
-        if key is not None and self.owners.get(key) is o:
+        if self.owners.held(o) is not None:
             return o
         if o.base is not None and a.size:
             low, high = _span(_address(a), a.shape, a.strides, a.itemsize)
