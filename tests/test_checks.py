@@ -607,3 +607,17 @@ def test_randn_keeps_small_integer_seeded_draws_only():
     assert checks._drawn.cache_info().currsize == 1
     assert np.array_equal(big, np.random.default_rng(12).standard_normal(checks.DRAW_KEPT_SIZE + 1))
     assert np.array_equal(sequence, np.random.default_rng(np.random.SeedSequence(5)).standard_normal(4))
+
+
+def test_random_layouts_draw_the_axis_sizes_as_generator_choice_would():
+    """random_layouts draws each axis size from the cumulative weights itself: the same sizes from the
+    same stream as ``Generator.choice(sizes, p=weights)``, whose draws the course's cases were made with."""
+    sizes, weights = [0, 1, 1, 2, 3, 4, 5], [0.05, 0.25, 0.1, 0.2, 0.15, 0.15, 0.1]
+    for seed in range(50):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        cdf = checks._LAYOUT_SIZES_CDF
+        drawn = [checks._LAYOUT_SIZES[int(cdf.searchsorted(ours.random(), side="right"))] for _ in range(20)]
+        assert drawn == [int(theirs.choice(sizes, p=weights)) for _ in range(20)]
+        assert ours.integers(0, 4) == theirs.choice(4)  # the step's draw: choice without weights
+    layouts = checks.random_layouts(7, 200, negative=True)
+    assert {len(shape) for shape, _, _ in layouts} == set(range(5)) and any(s < 0 for _, st, _ in layouts for s in st)
