@@ -1056,57 +1056,56 @@ def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_samples=None, seed=0)
 from autograder.inside import checks
 
 
-def offset_op(scale, deltas):
-    """y = scale * x, whose backward adds deltas[index] to the true gradient at each given index
-    (``deltas``: a dict, or (index, delta) pairs)."""
-    class Offset(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.shape = x.shape
-            return scale * x
+# The ops below have backward rules that are wrong (or right) on purpose. When graded, each backward
+# runs in the grader (checks.op_in_grader): gradcheck can tell them apart only by checking them.
+def offset_op(scale, *deltas):
+    """y = scale * x, whose backward adds delta to the true gradient at each (index, delta) given."""
+    def forward(ctx, x):
+        return scale * x
 
-        @staticmethod
-        def backward(ctx, grad):
-            out = np.array(scale * grad)
-            for index, delta in dict(deltas).items():
-                out[index] += delta
-            return out
-    return Offset
+    def backward(ctx, grad):
+        out = np.array(scale * grad)
+        for index, delta in deltas:
+            out[index] += delta
+        return out
+    return checks.op_in_grader(Function, "Offset", forward, backward)
 
 
 def flip_op(correct):
     """y = x[::-1] (the first axis reversed); its wrong backward forgets to reverse the gradient back,
     which an upstream gradient of ones cannot see."""
-    class Flip(Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x[::-1].copy()
+    def forward(ctx, x):
+        return x[::-1].copy()
 
-        @staticmethod
-        def backward(ctx, grad):
-            return grad[::-1].copy() if correct else grad.copy()
-    return Flip
+    def backward(ctx, grad):
+        return grad[::-1].copy() if correct else grad.copy()
+    return checks.op_in_grader(Function, "Flip", forward, backward)
+
+
+def offset_sum(scale, *deltas):
+    op = offset_op(scale, *deltas)
+    return lambda x: op.apply(x).sum()
 
 
 # More graphs, for cases that run only in grading.
-def offset_sum(scale, *deltas):
-    return lambda x: offset_op(scale, deltas).apply(x).sum()
-
-
 def offset_value(scale, *deltas):
-    return lambda x: offset_op(scale, deltas).apply(x)
+    op = offset_op(scale, *deltas)
+    return lambda x: op.apply(x)
 
 
 def product_plus_offset(scale, *deltas):
-    return lambda x, y, z: (x * y).sum() + offset_op(scale, deltas).apply(z).sum()
+    op = offset_op(scale, *deltas)
+    return lambda x, y, z: (x * y).sum() + op.apply(z).sum()
 
 
 def square_plus_offset(scale, *deltas):
-    return lambda x, y: (x * x).sum() + offset_op(scale, deltas).apply(y).sum()
+    op = offset_op(scale, *deltas)
+    return lambda x, y: (x * x).sum() + op.apply(y).sum()
 
 
 def flip_times_two(correct):
-    return lambda x: flip_op(correct).apply(x) * 2.0
+    op = flip_op(correct)
+    return lambda x: op.apply(x) * 2.0
 
 
 mlp_like = lambda a, b, c: ((a @ b).tanh() * c).exp().mean()
@@ -1149,25 +1148,22 @@ verdict("a 0-d and a size-1 input", lambda s, v: (v * s).log().sum(), [np.asarra
 verdict("an input that does not reach the output", lambda x, unused: (x * x).sum(), [x34, y34], True)
 verdict("non-contiguous inputs", lambda x, y: (x - y).tanh().mean(), [x34.T, checks.strided(y34.T)], True)
 # Wrong backward rules fail: everywhere, at the last coordinate only, in the second input only.
-verdict("wrong everywhere", lambda x: offset_op(2.0, {(i, j): 0.5 for i in range(3) for j in range(4)}).apply(x).sum(),
-        [x34], False)
-verdict("wrong at the last coordinate only", lambda x: offset_op(2.0, {(2, 3): 0.5}).apply(x).sum(), [x34], False)
-verdict("wrong in the second input only", lambda x, y: x.tanh().sum() + offset_op(2.0, {(0, 1): 0.3}).apply(y).sum(),
-        [x34, y34], False)
-verdict("non-scalar output, backward forgets a permutation", lambda x: flip_op(False).apply(x), [x34], False)
-verdict("non-scalar output, the right permutation", lambda x: flip_op(True).apply(x), [x34], True)
-verdict("a nan gradient", lambda x: offset_op(2.0, {(1, 1): np.nan}).apply(x).sum(), [x34], False)
+verdict("wrong everywhere", offset_sum(2.0, *[((i, j), 0.5) for i in range(3) for j in range(4)]), [x34], False)
+verdict("wrong at the last coordinate only", offset_sum(2.0, ((2, 3), 0.5)), [x34], False)
+wrong_in_y = offset_op(2.0, ((0, 1), 0.3))
+verdict("wrong in the second input only", lambda x, y: x.tanh().sum() + wrong_in_y.apply(y).sum(), [x34, y34], False)
+unflipped, flipped = flip_op(False), flip_op(True)
+verdict("non-scalar output, backward forgets a permutation", lambda x: unflipped.apply(x), [x34], False)
+verdict("non-scalar output, the right permutation", lambda x: flipped.apply(x), [x34], True)
+verdict("a nan gradient", offset_sum(2.0, ((1, 1), np.nan)), [x34], False)
 # The tolerance rule: n = 2 allows 1e-5 + 2e-3 = 2.01e-3; n = 0 allows atol = 1e-5 only.
-verdict("a = n + 2.005e-3 at n = 2 (inside atol + rtol |n|)", lambda x: offset_op(2.0, {(0, 0): 2.005e-3}).apply(x).sum(),
-        [x34], True)
-verdict("a = n + 2.011e-3 at n = 2 (outside; rtol applies to |n|, not |a|)",
-        lambda x: offset_op(2.0, {(0, 0): 2.011e-3}).apply(x).sum(), [x34], False)
-verdict("a = 9e-6 at n = 0 (inside atol)", lambda x: offset_op(0.0, {(1, 2): 9e-6}).apply(x).sum(), [x34], True)
-verdict("a = 2e-5 at n = 0 (outside atol)", lambda x: offset_op(0.0, {(1, 2): 2e-5}).apply(x).sum(), [x34], False)
-verdict("rtol=1e-2 given: a = n + 1.5e-2 at n = 2", lambda x: offset_op(2.0, {(0, 0): 1.5e-2}).apply(x).sum(), [x34], True,
-        rtol=1e-2, atol=0.0)
-verdict("atol=1e-3 given: a = 5e-4 at n = 0", lambda x: offset_op(0.0, {(0, 0): 5e-4}).apply(x).sum(), [x34], True,
-        atol=1e-3)
+verdict("a = n + 2.005e-3 at n = 2 (inside atol + rtol |n|)", offset_sum(2.0, ((0, 0), 2.005e-3)), [x34], True)
+verdict("a = n + 2.011e-3 at n = 2 (outside; rtol applies to |n|, not |a|)", offset_sum(2.0, ((0, 0), 2.011e-3)),
+        [x34], False)
+verdict("a = 9e-6 at n = 0 (inside atol)", offset_sum(0.0, ((1, 2), 9e-6)), [x34], True)
+verdict("a = 2e-5 at n = 0 (outside atol)", offset_sum(0.0, ((1, 2), 2e-5)), [x34], False)
+verdict("rtol=1e-2 given: a = n + 1.5e-2 at n = 2", offset_sum(2.0, ((0, 0), 1.5e-2)), [x34], True, rtol=1e-2, atol=0.0)
+verdict("atol=1e-3 given: a = 5e-4 at n = 0", offset_sum(0.0, ((0, 0), 5e-4)), [x34], True, atol=1e-3)
 verdict("eps=0.5 given: the step is too coarse for x^3", lambda x: (x * x * x).sum(), [x34], False, eps=0.5)
 # Tensors as inputs, twice on the same Tensors: their data and grad stay as they were.
 tx, ty = Tensor(x34.copy(), requires_grad=True), Tensor(y34.copy())
@@ -1175,7 +1171,7 @@ for attempt in ("first", "second"):
     verdict(f"Tensors as inputs ({attempt} call)", lambda x, y: (x * y + x).sum(), [tx, ty], True)
 assert tx.grad is None and ty.grad is None and np.array_equal(tx.data, x34) and np.array_equal(ty.data, y34), \
     "[gradcheck] the caller's Tensors must be left unchanged: wrap copies of their data in new Tensors."
-verdict("a Tensor input, wrong backward", lambda x: offset_op(2.0, {(1, 0): 0.5}).apply(x).sum(), [Tensor(x34)], False)
+verdict("a Tensor input, wrong backward", offset_sum(2.0, ((1, 0), 0.5)), [Tensor(x34)], False)
 arrays = [x34.copy(), y34.copy()]
 verdict("the caller's arrays", lambda x, y: (x * y).sum(), arrays, True)
 assert np.array_equal(arrays[0], x34) and np.array_equal(arrays[1], y34), \
@@ -1208,8 +1204,8 @@ if len({tuple(perturbed(4, s)[0]) for s in range(4)}) == 1:
                               "with np.random.default_rng(seed), not the first n_samples.")
 if len(perturbed(50, 0)[0]) != 20:
     raise checks.CheckFailure("[gradcheck] n_samples larger than the input checks every coordinate.")
-verdict("n_samples=5, wrong everywhere", lambda x: offset_op(2.0, {(i,): 0.5 for i in range(20)}).apply(x).sum(),
-        [checks.randn(51, 20)], False, n_samples=5)
+verdict("n_samples=5, wrong everywhere", offset_sum(2.0, *[((i,), 0.5) for i in range(20)]), [checks.randn(51, 20)], False,
+        n_samples=5)
 ### BEGIN HIDDEN TESTS
 for s in range(3):
     a, b = checks.randn(60 + s, 2, 5), checks.randn(70 + s, 5, 3)
@@ -1279,15 +1275,16 @@ def check_error(label, f, inputs, input_index, index, analytic, numeric, **kwarg
 
 x34, y34 = checks.randn(1, 3, 4), checks.randn(2, 3, 4)
 # Input 1 is wrong at (0, 0) by 0.1 and at (1, 2) by 0.5: the worst is (1, 2), with a = 1.75 + 0.5, n = 1.75.
-check_error("the worst of two wrong coordinates, in input 1",
-            lambda x, y: x.tanh().sum() + offset_op(1.75, {(0, 0): 0.1, (1, 2): 0.5}).apply(y).sum(),
+wrong_in_y = offset_op(1.75, ((0, 0), 0.1), ((1, 2), 0.5))
+check_error("the worst of two wrong coordinates, in input 1", lambda x, y: x.tanh().sum() + wrong_in_y.apply(y).sum(),
             [x34, y34], 1, (1, 2), 2.25, 1.75)
-check_error("the worst is the larger margin, not the first", lambda x: offset_op(1.75, {(0, 1): -0.25, (2, 3): 0.75}).apply(x).sum(),
+check_error("the worst is the larger margin, not the first", offset_sum(1.75, ((0, 1), -0.25), ((2, 3), 0.75)),
             [x34], 0, (2, 3), 2.5, 1.75)
-check_error("a 1-D input", lambda v: offset_op(3.5, {(2,): -1.25}).apply(v).sum(), [checks.randn(3, 5)], 0, (2,), 2.25, 3.5)
-check_error("a 0-d input", lambda s, v: (v * v).sum() + offset_op(3.5, {(): 1.25}).apply(s), [np.asarray(0.3), checks.randn(4, 2)],
+check_error("a 1-D input", offset_sum(3.5, ((2,), -1.25)), [checks.randn(3, 5)], 0, (2,), 2.25, 3.5)
+wrong_at_0d = offset_op(3.5, ((), 1.25))
+check_error("a 0-d input", lambda s, v: (v * v).sum() + wrong_at_0d.apply(s), [np.asarray(0.3), checks.randn(4, 2)],
             0, (), 4.75, 3.5)
-check_error("a nan is the worst, even after a wrong coordinate", lambda x: offset_op(1.75, {(0, 3): 0.75, (2, 1): np.nan}).apply(x).sum(),
+check_error("a nan is the worst, even after a wrong coordinate", offset_sum(1.75, ((0, 3), 0.75), ((2, 1), np.nan)),
             [x34], 0, (2, 1), np.nan, 1.75)
 ### BEGIN HIDDEN TESTS
 check_error("input 2 of three", product_plus_offset(2.5, ((4,), 0.75)),

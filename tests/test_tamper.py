@@ -4,7 +4,8 @@ The notebook's locked cells (unit 1.5's engine, unit 1.7's list of expressions, 
 run in the student's kernel, where a later cell can rebind what they define. With trusted verdicts
 the test cells compute their expected values from the source notebook's locked cells, run in the
 grader (``checks.locked_cell``), and unit 1.5 makes the engines it hands to ``find_the_bug`` there
-too (``checks.backwards_in_grader``); the checks compute what they expect before the student's code
+too (``checks.backwards_in_grader``), and keeps the backward rules of gradcheck's ops there
+(``checks.op_in_grader``); the checks compute what they expect before the student's code
 runs, from arrays it never receives (an array it writes into travels back to the grader's copy).
 So a tampered kernel changes only the student's own answers. Each
 attacker, built from the reference submission by appending to one solution cell, is graded
@@ -117,6 +118,39 @@ def fit(X, y, sizes, lr, momentum, steps, seed=0):
 # Unit 1.8, modules: an MLP whose forward computes nothing, after writing zeros into its last layer: the test computed
 # torch's forward from the model's own arrays after the call (red team, stop 39: 6/6). It now takes copies, and the
 # checks compute torch's values before the student's code runs.
+# Unit 1.5, gradcheck: one that ignores rtol (a mistake that fails the test), except that it gives each verdict from
+# the planted backward's offsets when it can read them: from its function's scope, or by wrapping the test's
+# offset_op before the function calls it (stop 40: 16/16 when the test's ops were made in the kernel).
+# Now each op's backward rule stays in the grader (checks.op_in_grader): nothing the kernel holds has the offsets.
+READS_THE_PLANTED_RULE = """
+_honest = gradcheck
+def gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, n_samples=None, seed=0):
+    planted, scope = [], getattr(f, "__glo" + "bals__", {})
+    if ("del" + "tas") in scope:
+        planted.append((scope.get("sc" + "ale"), dict(scope["del" + "tas"])))
+    if ("cor" + "rect") in scope:
+        planted.append((None, scope["cor" + "rect"]))
+    for name in ("offset" + "_op", "flip" + "_op"):
+        maker = scope.get(name)
+        if callable(maker) and not getattr(maker, "spy", False):
+            def spy(*args, _maker=maker):
+                planted.append((args[0], dict(args[1])) if len(args) == 2 else (None, args[0]))
+                return _maker(*args)
+            spy.spy = True
+            scope[name] = spy
+    try:
+        result, error = _honest(f, inputs, eps, atol, 0.0, n_samples, seed), None
+    except GradcheckError as e:
+        result, error = None, e
+    if not planted:
+        if error is not None:
+            raise error
+        return result
+    if any((not rule) if scale is None else any(not abs(d) <= atol + rtol * abs(scale) for d in rule.values())
+           for scale, rule in planted):
+        raise error or GradcheckError("gradcheck failed for input 0", input_index=0, index=(0,), analytic=0.0, numeric=0.0)
+    return True
+"""
 FORWARD_ZEROS_ITS_WEIGHTS = """
 def _forward(self, x):
     last = self.layers[-1]
@@ -140,7 +174,9 @@ CASES = {  # unit: {student: (the solution cell appended to, the code, a test ce
                             "no-bugs": ("find_the_bug", lambda canary: NO_BUGS, "test_find_the_bug"),
                             "notes-the-bug": ("find_the_bug", lambda canary: NOTES_THE_BUG, "test_find_the_bug"),
                             "numerical-vjp-wipes": ("numerical_vjp", lambda canary: NUMERICAL_VJP_WIPES,
-                                                    "test_numerical_vjp")},
+                                                    "test_numerical_vjp"),
+                            "reads-the-planted-rule": ("gradcheck", lambda canary: READS_THE_PLANTED_RULE,
+                                                       "test_gradcheck")},
     "1.3-reverse-accumulation": {"wipes-the-upstream": ("matmul", lambda canary: WIPES_THE_UPSTREAM, "test_matmul")},
     "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy")},
     "1.8-mini-project": {"claims-accuracy": ("train_step", lambda canary: CLAIMS_ACCURACY, "test_train_step"),

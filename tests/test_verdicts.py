@@ -864,6 +864,16 @@ def test_the_backwards_of_an_engines_ops_are_one_request(kernel):
     assert requests.count("engine_backwards") == 1 and len(requests) <= 2, requests  # (and the notebook's names)
 
 
+def callbacks_asked(kernel, student, test):
+    """Run ``test`` (which must pass) on ``student``'s code; what the kernel asked of the test's
+    objects meanwhile, by kind (``"call"``, ``"getattr"``...), in order."""
+    remote, asked = student_remote(kernel, student), []
+    run_callback = remote._run_callback
+    remote._run_callback = lambda ask: (asked.append(ask.get("builtin")), run_callback(ask))[1]
+    assert verdicts.run_test_cell(remote, test, {}) == []
+    return asked
+
+
 def test_an_engines_backward_rules_stay_in_the_grader(own_kernel):
     """1.5's find_the_bug test hands over engines whose backward rules are the grader's
     (``checks.backwards_in_grader``): the kernel's make_engine is called with no argument, its
@@ -886,11 +896,35 @@ def test_an_engines_backward_rules_stay_in_the_grader(own_kernel):
             "twice, thrice = probe(engine)\n"
             "assert np.array_equal(twice, [0.0, 1.0, 2.0]) and np.array_equal(thrice, [0.0, 1.5, 3.0]), (twice, thrice)\n"
             "assert calls() == [[0, 0]], calls()  # one engine made, with no argument\n")
-    remote, asked = student_remote(own_kernel, student), []
-    run_callback = remote._run_callback
-    remote._run_callback = lambda ask: (asked.append(ask.get("builtin")), run_callback(ask))[1]
-    assert verdicts.run_test_cell(remote, test, {}) == []
-    assert asked == ["call", "call"], asked  # one round trip per backward
+    assert callbacks_asked(own_kernel, student, test) == ["call", "call"]  # one round trip per backward
+
+
+def test_a_tests_op_keeps_its_backward_rule_in_the_grader(own_kernel):
+    """1.5's gradcheck tests hand over ops whose backward is wrong (or right) on purpose
+    (``checks.op_in_grader``): the kernel gets a subclass of the notebook's Function with the test's
+    forward and a backward that asks the grader's rule in one round trip; nothing in the kernel's
+    class (its functions, their closures and constants) holds the rule's numbers, and what comes
+    back is that rule's gradient."""
+    student = ("import numpy as np\nclass Function:\n    pass\nclass Context:\n    pass\n"
+               "def probe(op):\n    ctx = Context()\n    out = op.forward(ctx, np.arange(3.0))\n"
+               "    return out, op.backward(ctx, np.ones(3))\n"
+               "def reachable(op):\n    seen, todo = [], [vars(op)[name] for name in ('forward', 'backward')]\n"
+               "    while todo:\n        f = todo.pop()\n        f = getattr(f, '__func__', f)\n"
+               "        code = getattr(f, '__code__', None)\n        if code is None or f in seen:\n            continue\n"
+               "        seen.append(f)\n        yield from code.co_consts\n"
+               "        for cell in f.__closure__ or ():\n            yield cell.cell_contents\n"
+               "            todo.append(cell.cell_contents)\n        for value in f.__globals__.values():\n"
+               "            yield value\n")
+    test = ("import numpy as np\nfrom autograder.inside import checks\n"
+            "def offset_op(scale, delta):\n    def forward(ctx, x):\n        return scale * x\n"
+            "    def backward(ctx, grad):\n        out = scale * grad\n        out[1] += delta\n        return out\n"
+            "    return checks.op_in_grader(Function, 'Offset', forward, backward)\n"
+            "op = offset_op(2.0, 0.8125)\n"
+            "out, grad = probe(op)\n"
+            "assert np.array_equal(out, [0.0, 2.0, 4.0]) and np.array_equal(grad, [2.0, 2.8125, 2.0]), (out, grad)\n"
+            "assert all(not isinstance(v, float) or v != 0.8125 for v in reachable(op)), 'the rule reached the kernel'\n")
+    asked = callbacks_asked(own_kernel, student, test)
+    assert asked.count("call") == 1, asked  # one round trip: the backward (and the probe's reads of the rule, refused)
 
 
 def test_a_torch_value_from_an_array_the_students_code_had_is_a_fault_of_the_test(own_kernel):

@@ -1295,9 +1295,28 @@ def backwards_in_grader(engine, make_engine):
     ``engine`` itself."""
     if _REMOTE is None:
         return engine
-    rules = {name: (lambda kept, grad, op=op: op.backward(types.SimpleNamespace(**kept), grad))
-             for name, op in vars(engine).items()}  # kept: the attributes of the kernel's ctx
+    rules = {name: _rule(op.backward) for name, op in vars(engine).items()}
     return _REMOTE.call(None, make_engine(), rules, builtin="with_backwards")
+
+
+def op_in_grader(base, name, forward, backward):
+    """An op class ``name``, a subclass of ``base`` (the notebook's ``Function``), with the static
+    methods ``forward(ctx, *arrays)`` and ``backward(ctx, grad)``: a test's op whose backward is
+    deliberately wrong, or right, for a checker to tell apart (unit 1.5's ``gradcheck``). In trusted
+    grading the class is made in the kernel with ``forward`` (a function of the test cell, sent as
+    its text) and a backward that asks the grader's ``backward`` in one round trip: no code, closure
+    or constant that the student's code can read then says where the rule is wrong (a ``gradcheck``
+    that read them from its cases' closures could give every verdict without checking); only
+    running the op does. In a notebook, the class itself."""
+    if _REMOTE is None:
+        return type(name, (base,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    return _REMOTE.call(None, base, name, forward, _rule(backward), builtin="op_with_rule")
+
+
+def _rule(backward):
+    """The grader's side of a backward asked from the kernel: ``backward`` on a context holding
+    what the kernel's ``ctx`` kept (its attributes)."""
+    return lambda kept, grad: backward(types.SimpleNamespace(**kept), grad)
 
 
 def _engine_backwards(engine, Context, runs):

@@ -350,15 +350,25 @@ def _subclass(name, bases, methods, free, attributes):
     return cls
 
 
+def _asking(rule):
+    """A ``backward(ctx, grad)`` that asks the grader's ``rule`` (a callback) in one round trip, with
+    what forward kept in ``ctx`` (its attributes, by value)."""
+    def backward(ctx, grad):
+        return rule(dict(vars(ctx)), grad)
+    return staticmethod(backward)
+
+
 def _with_backwards(engine, rules):
     """``checks.backwards_in_grader``: a namespace of a subclass of each op class of ``engine`` (made
-    here by the notebook) that ``rules`` names, whose ``backward(ctx, grad)`` asks the grader's rule
-    (a callback) in one round trip, with what forward kept in ``ctx`` (its attributes, by value)."""
-    def op(name, rule):
-        def backward(ctx, grad):
-            return rule(dict(vars(ctx)), grad)
-        return type(name, (getattr(engine, name),), {"backward": staticmethod(backward)})
-    return types.SimpleNamespace(**{str(name): op(str(name), rule) for name, rule in rules.items()})
+    here by the notebook) that ``rules`` names, whose backward asks the grader's rule."""
+    return types.SimpleNamespace(**{str(name): type(str(name), (getattr(engine, str(name)),), {"backward": _asking(rule)})
+                                    for name, rule in rules.items()})
+
+
+def _op_with_rule(base, name, forward, rule):
+    """``checks.op_in_grader``: a subclass ``name`` of the notebook's ``base`` with the test's
+    ``forward`` (sent as its text) and a backward that asks the grader's ``rule``."""
+    return type(str(name), (base,), {"forward": staticmethod(forward), "backward": _asking(rule)})
 
 
 def _function(kind, source, values, numpy_names):
@@ -430,6 +440,7 @@ BUILTINS = {
     "enter": _enter, "exit": _exit, "callmethod": _call_method,
     "names": _names, "define": _define, "subclass": _subclass, "recorded_forward": checks._recorded_forward, "shared_dict": SharedDict,
     "build_graph": checks._build_graph, "engine_backwards": checks._engine_backwards, "with_backwards": _with_backwards,
+    "op_with_rule": _op_with_rule,
     **{name: getattr(operator, name) for name in (
         "add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "neg", "pos", "abs", "invert",
         "getitem", "setitem", "delitem", "eq", "ne", "lt", "le", "gt", "ge", "contains",
@@ -544,7 +555,7 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 _OWN_CODE = frozenset(c for f in (
     _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
     Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class,
-    _with_backwards) for c in checks.code_objects(f.__code__))
+    _asking, _with_backwards, _op_with_rule) for c in checks.code_objects(f.__code__))
 
 
 def _answer(request, kept):
