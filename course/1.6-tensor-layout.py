@@ -1306,21 +1306,30 @@ def views_of(x):
     ]
 
 
-def check_assert_view(x, label):
+def check_assert_view(x, label, seed):
+    """Each view of x with its right numbers (must pass), and each wrong case (must raise), in an order drawn
+    from ``seed``, each call with a tensor of its own: an assert_view that took the first numbers it saw for
+    a tensor as right, and checked later calls against them, would pass (red team, stop 40)."""
     for name, view, (shape, strides, offset) in views_of(x):
-        case = f"{label}, {name}: assert_view(x, view, {shape}, {strides}, {offset})"
-        try:
-            checks.run_student("assert_view", assert_view, x, view, shape, strides, offset, numpy_only=False)
-        except checks.CheckFailure as failure:
-            raise checks.CheckFailure(f"[assert_view] {case} must pass, but: {failure}") from None
+        def same():  # a new tensor with the view's layout
+            return torch.as_strided(x, view.size(), view.stride(), view.storage_offset())
         copy = torch.zeros(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype)
-        wrong = [("a copy with the same layout numbers", torch.as_strided(copy, shape, strides, offset),
+        cases = [("the right numbers", same(), shape, strides, offset),
+                 ("a copy with the same layout numbers", torch.as_strided(copy, shape, strides, offset),
                   shape, strides, offset),
-                 ("wrong strides", view, shape, tuple(s + 1 for s in strides), offset),
-                 ("a wrong offset", view, shape, strides, offset + 1),
-                 ("a wrong shape", view, tuple(shape)[::-1] if len(set(shape)) > 1 else tuple(shape) + (1,),
+                 ("wrong strides", same(), shape, tuple(s + 1 for s in strides), offset),
+                 ("a wrong offset", same(), shape, strides, offset + 1),
+                 ("a wrong shape", same(), tuple(shape)[::-1] if len(set(shape)) > 1 else tuple(shape) + (1,),
                   strides, offset)]
-        for what, v, sh, st, off in wrong:
+        for i in np.random.default_rng(seed).permutation(len(cases)):
+            what, v, sh, st, off = cases[i]
+            if i == 0:
+                try:
+                    checks.run_student("assert_view", assert_view, x, v, sh, st, off, numpy_only=False)
+                except checks.CheckFailure as failure:
+                    raise checks.CheckFailure(f"[assert_view] {label}, {name}: assert_view(x, view, {shape}, {strides}, "
+                                              f"{offset}) must pass, but: {failure}") from None
+                continue
             try:
                 error = checks.expect_raises("assert_view", AssertionError, assert_view, x, v, sh, st, off,
                                              numpy_only=False)
@@ -1330,13 +1339,14 @@ def check_assert_view(x, label):
             if not str(error).strip():
                 raise checks.CheckFailure(f"[assert_view] {label}, {name} with {what}: the AssertionError has no "
                                           "message; say what differs (assert condition, message).")
+        seed += 1
 
 
-check_assert_view(torch.zeros(3, 4), "x = torch.zeros(3, 4)")
-check_assert_view(torch.arange(30.0)[6:].view(4, 6), "x = torch.arange(30.)[6:].view(4, 6) (offset 6)")
+check_assert_view(torch.zeros(3, 4), "x = torch.zeros(3, 4)", 0)
+check_assert_view(torch.arange(30.0)[6:].view(4, 6), "x = torch.arange(30.)[6:].view(4, 6) (offset 6)", 10)
 ### BEGIN HIDDEN TESTS
-check_assert_view(torch.randn(6, 5, dtype=torch.float64)[1:, ::2], "x = a strided float64 slice")
-check_assert_view(torch.zeros(4, 1), "x = torch.zeros(4, 1)")
+check_assert_view(torch.randn(6, 5, dtype=torch.float64)[1:, ::2], "x = a strided float64 slice", checks.student_seed(61))
+check_assert_view(torch.zeros(4, 1), "x = torch.zeros(4, 1)", checks.student_seed(62))
 ### END HIDDEN TESTS
 
 # %% [markdown]

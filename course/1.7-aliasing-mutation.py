@@ -646,7 +646,7 @@ def version_trace(lib, data):
     x = lib.tensor(data.copy())
     seen = lib.numpy(x)  # x's memory, read through NumPy
     v, r, t, c = x[1:], x.reshape(-1), x.transpose(0, -1), x[[0, 1]]  # views, and a copy
-    trace = [("start", x._version, v._version, c._version)]
+    trace, after = [("start", x._version, v._version, c._version)], []
     for label, target, edit in [("x.add_(1.5)", x, lambda: x.add_(1.5)),
                                 ("v.mul_(tensor)", v, lambda: v.mul_(lib.tensor(np.full(data.shape[1:], -2.0)))),
                                 ("r.zero_()", r, lambda: r.zero_()),
@@ -655,6 +655,7 @@ def version_trace(lib, data):
                                 ("c.add_(1.0)", c, lambda: c.add_(1.0))]:
         returned_self = edit() is target
         trace.append((label, returned_self, x._version, v._version, r._version, t._version, c._version))
+        after.append((f"x after {label}", lib.numpy(x).copy()))  # what each op did, not only its version
     x[0] = lib.tensor(np.full(data.shape[1:], 7.0))
     v[...] = 0.5
     trace.append(("setitem", x._version, v._version, t._version, c._version))
@@ -672,8 +673,8 @@ def version_trace(lib, data):
     with lib.no_grad():
         w.mul_(2.0)
     trace.append(("no_grad mul_", w._version))
-    values = [lib.numpy(a).copy() for a in (x, v, r, t, c, w)] + [seen.copy()]
-    return trace, values
+    values = after + [(f"{name} at the end", lib.numpy(a).copy()) for name, a in zip("xvrtcw", (x, v, r, t, c, w))]
+    return trace, values + [("x's original array at the end", seen.copy())]
 
 
 def versions_hint(got, expected):
@@ -687,12 +688,12 @@ def versions_hint(got, expected):
 
 
 def check_versions(data, label):
-    got_trace, got_values = checks.run_student("inplace_ops", version_trace, OUR_TENSORS, data)
-    expected_trace, expected_values = checks.oracle("version_trace")(version_trace, data)
+    expected_trace, expected_values = checks.oracle("version_trace")(version_trace, data)  # before our code has data
+    got_trace, got_values = checks.run_student("inplace_ops", version_trace, OUR_TENSORS, data.copy())
     checks.check_equal("inplace_ops", label, "(step, returned self, versions of x, v, r, t, c)",
                        got_trace, expected_trace, hints=[versions_hint])
-    for name, g, e in zip(["x", "v", "r", "t", "c", "w", "x's original array"], got_values, expected_values):
-        checks.assert_close(g, e, task="inplace_ops", case=label, name=f"{name} at the end")
+    for (name, g), (_, e) in zip(got_values, expected_values):
+        checks.assert_close(g, e, task="inplace_ops", case=label, name=name)
 
 
 check_versions(np.arange(12.0).reshape(3, 4), "a (3, 4) tensor")
@@ -1476,6 +1477,8 @@ def load_state_dict(self, state_dict, strict=True):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_load_state_dict", "locked": true, "points": 10, "schema_version": 3, "solution": false, "task": false}
+import copy
+
 from autograder.inside import checks
 # Loads that succeed (in place, values copied), and broken dicts whose errors (or returned keys)
 # must equal torch's for the same model and dict. Messages are compared line by line, without
@@ -1539,13 +1542,13 @@ def check_load(build, label, seed):
     broken["extra"], broken["first.extra"] = np.zeros(3), np.zeros(1)
     for strict in (True, False):
         report = torch_report(build, broken, strict)
-        got = checks.run_student("load_state_dict", our_report, model, broken, strict)
+        got = checks.run_student("load_state_dict", our_report, model, copy.deepcopy(broken), strict)  # (ties kept)
         same_report(f"{label}: missing and unexpected keys, strict={strict}", got, report)
     broken["scale"] = np.zeros(2)
     broken["first.bias"] = np.zeros((1, np.shape(broken["first.bias"])[0]))
     for strict in (True, False):
         report = torch_report(build, broken, strict)
-        got = checks.run_student("load_state_dict", our_report, model, broken, strict)
+        got = checks.run_student("load_state_dict", our_report, model, copy.deepcopy(broken), strict)
         same_report(f"{label}: and two size mismatches, strict={strict}", got, report)
 
 

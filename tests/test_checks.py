@@ -621,3 +621,58 @@ def test_random_layouts_draw_the_axis_sizes_as_generator_choice_would():
         assert ours.integers(0, 4) == theirs.choice(4)  # the step's draw: choice without weights
     layouts = checks.random_layouts(7, 200, negative=True)
     assert {len(shape) for shape, _, _ in layouts} == set(range(5)) and any(s < 0 for _, st, _ in layouts for s in st)
+
+
+def _view_by_partial(x):
+    """A NumPy exercise (its shape) done by torch, called from C: no profile event sees the torch call."""
+    import functools
+
+    return tuple(functools.partial(torch.Tensor.view)(torch.as_tensor(x), (-1,)).shape)
+
+
+def _view_by_map(x):
+    return tuple(list(map(torch.Tensor.view, [torch.as_tensor(x)], [(-1,)]))[0].shape)
+
+
+@pytest.mark.parametrize("cheat", [_view_by_partial, _view_by_map], ids=["partial", "map"])
+def test_torch_called_from_c_is_a_delegation_too(cheat):
+    """Torch's function dispatch notes what the profile hook cannot see (red team, stop 40)."""
+    with pytest.raises(checks.CheckFailure, match="NumPy only"):
+        checks.run_student("flatten", cheat, np.zeros((2, 3)))
+    assert checks.run_student("flatten", cheat, np.zeros((2, 3)), numpy_only=False) == (6,)
+
+
+def test_a_numpy_call_that_removes_the_torch_mode_is_a_delegation():
+    def removes_the_mode(x):
+        import functools
+
+        functools.partial(torch._C._pop_torch_function_stack)()
+        return x.size
+
+    with pytest.raises(checks.CheckFailure, match="NumPy only"):
+        checks.run_student("size", removes_the_mode, np.zeros(3))
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_what_forward_saves_must_be_plain_values():
+    """check_function reads ctx.saved once, as values: an object of the student's that answers len() and
+    iteration (computing the right values only when asked) is refused (red team, stop 40)."""
+    class Later:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+        def __len__(self):
+            return 2
+
+        def __iter__(self):
+            return iter((self.a, self.b))
+
+    class MulSavesLater(Mul):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            ctx.saved = Later(a, b)
+            return a * b
+
+    with pytest.raises(checks.CheckFailure, match="forward saved an object of another kind"):
+        checks.check_function("Mul", MulSavesLater, "mul", PAIRS, saves=lambda a, b, out: [(a, b)])

@@ -161,6 +161,99 @@ MLP.forward = _forward
 """
 
 
+# Unit 1.7, inplace_ops: a mul_ that only bumps the version, and a transpose that, when the test's scenario calls
+# it, zeroes every float buffer the kernel's side of the protocol holds (the scenario's data among them), so that
+# torch's trace, computed afterwards from the test's data, showed the same values (red team, stop 40: 10/10). The
+# test now computes torch's trace first, and checks.oracle refuses an array the kernel shares.
+ZEROES_THE_PROTOCOLS_BUFFERS = """
+def _bump_only(self, other):
+    self._check_inplace()
+    self._version_counter.bump()
+    return self
+Tensor.mul_ = _bump_only
+_transpose = Tensor.transpose
+def _zeroing_transpose(self, dim0, dim1):
+    if (dim0, dim1) == (0, -1):
+        protocol = __import__("autograder.inside.rec" + "ording", fromlist=["_"])
+        for buffer in list(getattr(protocol, "_co" + "dec").kept):
+            if buffer.dtype.kind == "f":
+                buffer[...] = 0
+        self.data[...] = 0
+    return _transpose(self, dim0, dim1)
+Tensor.transpose = _zeroing_transpose
+"""
+
+
+# Unit 1.6, assert_view: checks nothing of the layout; it takes the first numbers it is given for a tensor as right
+# and raises when a later call gives that tensor other ones (red team, stop 40: 6/6 while the test passed one view
+# with the right numbers first, then the same view with wrong ones). Each call now gets a tensor of its own, and the
+# cases come in an order drawn from a seed.
+REMEMBERS_THE_FIRST_NUMBERS = """
+_first, _held = {}, []
+def assert_view(base, view, shape, strides, offset):
+    assert shares_storage(base, view), "the tensor is a copy"
+    numbers = (tuple(shape), tuple(strides), int(offset))
+    if id(view) not in _first:
+        _held.append(view)
+        _first[id(view)] = numbers
+        return None
+    assert _first[id(view)] == numbers, f"the layout {numbers} differs"
+"""
+
+
+# Unit 1.4, broadcast_shape: one that checks only the last axis, and a notebook enumerate (bound by a name built at run
+# time) that gives nothing for the lists the tests loop over: the test's loops over its cases of incompatible shapes
+# ran no case (red team, stop 40: 6/6). A test cell's builtins are the grader's, never the notebook's.
+SHADOWS_ENUMERATE = """
+def broadcast_shape(*shapes):
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for axis in range(ndim):
+        sizes = [p[axis] for p in padded if p[axis] != 1]
+        if axis == ndim - 1 and len(set(sizes)) > 1:
+            raise ValueError("incompatible")
+        out.append(sizes[0] if sizes else 1)
+    return tuple(out)
+_enumerate = enumerate
+globals()["enum" + "erate"] = lambda items, start=0: _enumerate(items, start) if isinstance(items, zip) else []
+"""
+# Unit 1.4, CrossEntropy: forward saves an object of its own that holds the logits, answers len() with 2 and makes the
+# probabilities when it is iterated: the check of the saved values read it through the kernel (red team, stop 40: 10/10
+# where saving the logits scores 0). What forward saves must be a tuple of arrays and numbers.
+SAVES_A_LAZY_OBJECT = """
+class _Later:
+    def __init__(self, logits, target):
+        self.logits, self.target = logits, target
+    def __len__(self):
+        return 2
+    def __iter__(self):
+        e = np.exp(self.logits - self.logits.max(axis=1, keepdims=True))
+        return iter((e / e.sum(axis=1, keepdims=True), self.target))
+_forward = CrossEntropy.forward
+def _saving_later(ctx, logits, target, reduction="mean", ignore_index=-100):
+    out = _forward(ctx, logits, target, reduction=reduction, ignore_index=ignore_index)
+    probs, kept_target = ctx.saved_tensors
+    setattr(ctx, "sav" + "ed", _Later(logits, kept_target))
+    return out
+CrossEntropy.forward = staticmethod(_saving_later)
+"""
+# Unit 1.2, cross_entropy: raises KeyError for an unknown reduction, where ValueError is asked for, and binds a
+# ValueError (by a name built at run time) that any exception is an instance of: expect_raises read the notebook's
+# (red team, stop 40: 46 points over five cells).
+SHADOWS_VALUE_ERROR = """
+_cross_entropy = cross_entropy
+def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
+    if reduction not in ("mean", "sum", "none"):
+        raise KeyError(reduction)
+    return _cross_entropy(logits, target, reduction=reduction, ignore_index=ignore_index)
+class _AnyError(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Exception)
+globals()["Value" + "Error"] = _AnyError("ValueError", (Exception,), {})
+"""
+
+
 def eval_injection(canary):
     """Unit 1.7, view_or_copy: an expression of the student's own, which a test that evaluated the
     kernel's list would run in the grader's process (it writes ``canary``)."""
@@ -170,6 +263,10 @@ def eval_injection(canary):
 
 
 CASES = {  # unit: {student: (the solution cell appended to, the code, a test cell that must lose points)}
+    "1.2-softmax-cross-entropy": {"shadows-value-error": ("cross_entropy", lambda canary: SHADOWS_VALUE_ERROR,
+                                                          "test_cross_entropy")},
+    "1.4-broadcasting": {"shadows-enumerate": ("broadcast_shape", lambda canary: SHADOWS_ENUMERATE, "test_broadcast_shape"),
+                         "saves-a-lazy-object": ("cross_entropy", lambda canary: SAVES_A_LAZY_OBJECT, "test_cross_entropy")},
     "1.5-gradient-checks": {"sweep-zero-engine": ("step_size_sweep", lambda canary: ZERO_ENGINE, "test_step_size_sweep"),
                             "no-bugs": ("find_the_bug", lambda canary: NO_BUGS, "test_find_the_bug"),
                             "notes-the-bug": ("find_the_bug", lambda canary: NOTES_THE_BUG, "test_find_the_bug"),
@@ -178,7 +275,11 @@ CASES = {  # unit: {student: (the solution cell appended to, the code, a test ce
                             "reads-the-planted-rule": ("gradcheck", lambda canary: READS_THE_PLANTED_RULE,
                                                        "test_gradcheck")},
     "1.3-reverse-accumulation": {"wipes-the-upstream": ("matmul", lambda canary: WIPES_THE_UPSTREAM, "test_matmul")},
-    "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy")},
+    "1.6-tensor-layout": {"remembers-the-first-numbers": ("assert_view", lambda canary: REMEMBERS_THE_FIRST_NUMBERS,
+                                                          "test_assert_view")},
+    "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy"),
+                              "zeroes-the-protocols-buffers": ("inplace_ops", lambda canary: ZEROES_THE_PROTOCOLS_BUFFERS,
+                                                               "test_inplace_ops")},
     "1.8-mini-project": {"claims-accuracy": ("train_step", lambda canary: CLAIMS_ACCURACY, "test_train_step"),
                          "relabels-the-spiral": ("train_step", lambda canary: RELABELS_THE_SPIRAL, "test_train_step"),
                          "forward-zeros-its-weights": ("modules", lambda canary: FORWARD_ZEROS_ITS_WEIGHTS,

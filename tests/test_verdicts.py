@@ -864,6 +864,29 @@ def test_the_backwards_of_an_engines_ops_are_one_request(kernel):
     assert requests.count("engine_backwards") == 1 and len(requests) <= 2, requests  # (and the notebook's names)
 
 
+def test_a_notebooks_builtin_names_never_reach_a_test_cell(own_kernel):
+    """A test cell's builtins are the grader's: a notebook's enumerate, range or ValueError is not
+    bound in its scope, where it would shadow the builtin for the test and its helpers (a loop over
+    no cases, an expect_raises that any error passes: red team, stop 40)."""
+    student = ("enumerate = lambda *args: []\nrange = lambda *args: []\n"
+               "class ValueError(Exception):\n    pass\ndef fails():\n    raise KeyError('no')\n")
+    test = ("import builtins\nfrom autograder.inside import checks\n"
+            "assert enumerate is builtins.enumerate and range is builtins.range and ValueError is builtins.ValueError\n"
+            "assert list(enumerate('ab')) == [(0, 'a'), (1, 'b')] and len(range(3)) == 3\n"
+            "checks.expect_raises('fails', ValueError, fails)\n")
+    outputs = run(own_kernel, student, test)  # (its own kernel: the module's keeps the builtins)
+    assert [o["ename"] for o in outputs] == ["AssertionError"] and "KeyError" in outputs[0]["evalue"], outputs
+
+
+def test_a_students_exception_class_names_cost_the_worker_little():
+    """The grader makes a class per name of the student's exceptions: a name of megabytes, changed before
+    each raise, filled the worker's memory (red team, stop 40). Names are cut, and the classes kept bounded."""
+    for i in range(verdicts.MAX_ERROR_TYPES + 5):
+        error = verdicts.student_exception([f"E{i}" + "x" * 100_000, "KeyError", "Exception"], "no", [])
+    assert isinstance(error, KeyError) and len(type(error).__name__) == verdicts.MAX_ERROR_NAME
+    assert len(verdicts._ERROR_TYPES) <= verdicts.MAX_ERROR_TYPES
+
+
 def callbacks_asked(kernel, student, test):
     """Run ``test`` (which must pass) on ``student``'s code; what the kernel asked of the test's
     objects meanwhile, by kind (``"call"``, ``"getattr"``...), in order."""

@@ -87,6 +87,7 @@ _integer = np.integer
 _bool_ = np.bool_
 _issubdtype = np.issubdtype
 _ndarray = np.ndarray
+_np_generic = np.generic
 _errstate = np.errstate
 _ones = np.ones
 _float64 = np.float64
@@ -127,9 +128,17 @@ def _bind_torch():
 
 def oracle(name):
     """The torch oracle called ``name`` (see :mod:`autograder.outside.oracles`), importing torch first if no
-    check has needed it yet."""
+    check has needed it yet. In trusted grading it refuses an argument that holds an array the
+    student's code can write into (``verdicts.Remote.refuse_shared``), as the checks' own oracles do."""
     _bind_torch()
-    return oracles.oracle(name)
+    fn = oracles.oracle(name)
+    if _REMOTE is None:
+        return fn
+
+    def refusing_shared(*args, **kwargs):
+        _REMOTE.refuse_shared((*args, *kwargs.values()), f"the oracle {name!r}'s value")
+        return fn(*args, **kwargs)
+    return refusing_shared
 
 
 def _is_tensor(x):
@@ -332,6 +341,64 @@ def _delegation_hook(found, allowed=frozenset()):
     return hook
 
 
+class _TorchNoted:
+    """While a NumPy-only call runs in a kernel that has torch (units 1.6 and 1.8, whose other
+    exercises are about torch): a torch function mode that notes, in ``found``, the first torch
+    function the student's code runs, by whatever route it was called. The profile hook sees a
+    call only where Python makes it; a C caller (``functools.partial(torch.Tensor.view)``,
+    ``map(torch.Tensor.stride, ...)``) calls torch with no event (red team, stop 40: 11/11 on 1.6's
+    ``view_strides``), but torch's dispatch calls the mode whatever called it. A call that leaves
+    the mode stack changed (the student's code removed the mode) is noted too."""
+
+    def __init__(self, found):
+        """``found`` None: nothing to note (a call that may use torch, or one run in the kernel)."""
+        self.found, self.torch = found, _modules.get("torch")
+        self.mode = None if self.torch is None or found is None else _torch_noting_mode()(found)
+
+    def __enter__(self):
+        if self.mode is not None:
+            self.depth = self.torch._C._len_torch_function_stack()
+            self.mode.__enter__()
+
+    def __exit__(self, *exc):
+        if self.mode is None:
+            return
+        stack = self.torch._C
+        if stack._len_torch_function_stack() == self.depth + 1 and stack._get_function_stack_at(self.depth) is self.mode:
+            self.mode.__exit__(*exc)
+            return
+        if not self.found:
+            self.found.append("torch._C (its function mode stack)")
+        while stack._len_torch_function_stack() > self.depth:
+            stack._pop_torch_function_stack()
+
+
+_NOTING_MODE = []
+
+
+def _torch_noting_mode():
+    """The mode class of :class:`_TorchNoted`, made once, when a kernel that has torch first needs it."""
+    if not _NOTING_MODE:
+        from torch.overrides import TorchFunctionMode
+
+        class NotingTorch(TorchFunctionMode):
+            def __init__(self, found):
+                super().__init__()
+                self.found = found
+
+            __torch_function__ = _note_torch
+
+        _NOTING_MODE.append(NotingTorch)
+    return _NOTING_MODE[0]
+
+
+def _note_torch(mode, func, types, args=(), kwargs=None):
+    """The noting mode's ``__torch_function__`` (one of the checks' allowed codes: the hooks let it run)."""
+    if not mode.found:
+        mode.found.append(f"torch.{getattr(func, '__name__', 'function')}")
+    return func(*args, **(kwargs or {}))
+
+
 # NumPy's Python-level functions that count a boolean mask into an int64 (``mask.sum()`` runs
 # ``_methods._sum``): the dtype message names them when float32 became float64.
 _COUNTING = {"_sum": "mask.sum()", "sum": "np.sum(mask)", "count_nonzero": "np.count_nonzero(mask)"}
@@ -358,7 +425,8 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
     _BOOL_COUNTS.clear()
     previous = _getprofile()
     remote = _REMOTE
-    with _catch_warnings(record=True) as caught, _delegation_reported(task, found):
+    noted = _TorchNoted(found if remote is None and numpy_only else None)  # (entered before the hook is set)
+    with _catch_warnings(record=True) as caught, _delegation_reported(task, found), noted:
         _simplefilter("always")
         if remote is not None:
             caught = []
@@ -987,6 +1055,15 @@ def _recorded_forward(Fn, *args, **kwargs):
     return ctx, Fn.forward(ctx, *args, **kwargs)
 
 
+def _plain_saved(value):
+    """True for what a forward saves, read by the checks without running the student's code again: a
+    tuple of arrays, numbers and tuples of those (an object of the student's, answering len() and
+    iteration when asked, could compute the right values for the check alone: red team, stop 40)."""
+    if type(value) is tuple:
+        return all(_plain_saved(v) for v in value)
+    return value is None or type(value) in (_ndarray, int, float, bool) or isinstance(value, _np_generic)
+
+
 def _same_saved(saved, expected):
     if len(saved) != len(expected):
         return False
@@ -1058,6 +1135,11 @@ def _check_function_case(task, Fn, backward, torch_fn, c, inputs, expected_out, 
         expected_np = _to_numpy(expected_out)
         options = saves(*c.args, out=expected_np, **c.kwargs)
         saved = ctx.saved
+        if not _plain_saved(saved):
+            raise CheckFailure(
+                f"[{task}] {c.describe()}: forward saved {'a tuple holding' if type(saved) is tuple else 'an'} object "
+                "of another kind than arrays and numbers; save the values themselves, as NumPy arrays, with "
+                "ctx.save_for_backward(...).")
         if not any(_same_saved(saved, opt) for opt in options):
             known = [(f"the input {names[i] if names else i}", a) for i, a in enumerate(c.args)
                      if isinstance(a, _ndarray)] + [("the output", expected_np)]
@@ -1341,7 +1423,8 @@ def code_objects(code):
 # callers that hand the student's code its work (a forward with a fresh context, the graph builder).
 _ALLOWED_CODE = frozenset(c for f in (RecordingContext.__init__, RecordingContext.save_for_backward,
                                       RecordingContext.saved_tensors.fget, recorded_forward, _recorded_forward,
-                                      build_graph, _build_graph, _engine_backwards) for c in code_objects(f.__code__))
+                                      build_graph, _build_graph, _engine_backwards, _note_torch)
+                        for c in code_objects(f.__code__))
 
 
 def depth_hook(depth, inner=None):

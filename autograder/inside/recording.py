@@ -513,18 +513,20 @@ def _run(request, args, kwargs, fn):
     else:
         profile, trace = inner, None
     previous, tracer = sys.getprofile(), sys.gettrace()
+    noted = checks._TorchNoted(found if inner is not None and not TORCH_HIDDEN else None)  # (torch in this kernel)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if profile is not None:
-                sys.setprofile(profile)
-            if trace is not None:
-                sys.settrace(trace)
-            try:
-                result = fn(*args, **kwargs)
-            finally:
-                sys.setprofile(previous)
-                sys.settrace(tracer)
+            with noted:  # (entered before the hooks are set, left after they are removed)
+                if profile is not None:
+                    sys.setprofile(profile)
+                if trace is not None:
+                    sys.settrace(trace)
+                try:
+                    result = fn(*args, **kwargs)
+                finally:
+                    sys.setprofile(previous)
+                    sys.settrace(tracer)
             _sync()  # what a call not waited for raised is the request's
             answer = {"value": result}
             if request.get("builtin") == "getattr" and len(args) == 2 and isinstance(args[1], str):

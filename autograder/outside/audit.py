@@ -36,7 +36,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 KINDS = {
     # code in solution and extra cells
     "monkeypatch": "changes numpy, torch, autograder or builtins, which the checks and the tests rely on",
-    "shadowing": "rebinds a name that the locked cells define and the tests use",
+    "shadowing": "rebinds a name that the locked cells define and the tests use, or a builtin",
     "import-system": "edits sys.modules or the import path, so the tests could import something else",
     "reload": "reloads a module, which replaces the objects the checks hold on to",
     "profiler-hook": "installs or removes a profiler or trace hook (the NumPy-only guard is a profiler hook)",
@@ -47,6 +47,8 @@ KINDS = {
     "process-exit": "exits or kills a process, which ends grading early",
     "subprocess": "starts a shell or another process",
     "network": "opens a network connection",
+    "grading-protocol": "reaches the grading protocol's side in the kernel (autograder.inside.recording, wire, "
+                        "zygote), through which the tests' arrays and answers pass",
     "dynamic-code": "runs code built at run time, which this audit cannot read",
     "dynamic-lookup": "looks up an attribute, imports a module or binds a global by a name built at run time, "
                       "which hides from this audit what is reached (a module's __dict__, sys.settrace, an import "
@@ -103,6 +105,14 @@ IMPORTS = {
     "ctypes": "introspection", "socket": "network", "urllib": "network", "http": "network",
     "requests": "network", "ftplib": "network", "smtplib": "network", "telnetlib": "network",
 }
+# The kernel's side of the trusted protocol: a notebook has no use for it (the checks are autograder.inside.checks).
+PROTOCOL_MODULES = ("autograder.inside.recording", "autograder.inside.wire", "autograder.inside.zygote")
+
+
+def _protocol(path):
+    return any(path == m or path.startswith(m + ".") for m in PROTOCOL_MODULES)
+
+
 # Callees whose string arguments are paths (IPython magics count: %run, %cd, %load take paths).
 FILE_CALL_PREFIXES = (
     "builtins.open", "io.", "codecs.open", "os.", "pathlib.", "shutil.", "glob.", "sqlite3.",
@@ -331,9 +341,14 @@ class _Scanner(ast.NodeVisitor):
         return scope is None or name in scope
 
     def bind_name(self, node, name, paths, verb="rebinds", module_level=False):
-        """Flag a module-level rebinding of a name that the locked cells define."""
+        """Flag a module-level rebinding of a name that the locked cells define, or of a builtin."""
+        if not (module_level or self.module_level(name)):
+            return
+        if hasattr(builtins, name) and not name.startswith("_"):  # (a test cell never reads the notebook's)
+            self.flag(node, "shadowing", f"{verb} the builtin `{name}`")
+            return
         expected = self.ctx.protected_names.get(name)
-        if expected is None or not (module_level or self.module_level(name)):
+        if expected is None:
             return
         if paths and paths <= expected:
             return  # `import numpy as np` again is fine
@@ -438,6 +453,11 @@ class _Scanner(ast.NodeVisitor):
         for module in modules:
             if module.split(".")[0] in IMPORTS:
                 self.flag(node, IMPORTS[module.split(".")[0]], f"imports {module}")
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules += [f"{node.module}.{a.name}" for a in node.names]
+        for module in filter(_protocol, modules):
+            self.flag(node, "grading-protocol", f"imports {module}")
+            break
         for name, path in _import_bindings(node):
             self.bind_name(node, name, {path})
 
@@ -449,6 +469,9 @@ class _Scanner(ast.NodeVisitor):
         shell's transformers, events or exception handlers is tampering with IPython."""
         if node.attr in FRAME_ATTRS:
             self.flag(node, "introspection", f"reads .{node.attr}")
+        reached = sorted(filter(_protocol, self.resolve(node)))
+        if reached and not any(_protocol(p) for p in self.resolve(node.value)):  # (once, at the module)
+            self.flag(node, "grading-protocol", f"uses {reached[0]}")
         if node.attr in IPYTHON_HOOKS and "IPython" in self.resolve(node.value):
             self.flag(node, "ipython-hooks", f"uses get_ipython().{node.attr}")
         self.generic_visit(node)

@@ -114,6 +114,8 @@ class StudentError(Exception):
 
 
 _ERROR_TYPES = {}
+MAX_ERROR_NAME = 200  # the characters of a student's exception class name that its grader-side class keeps
+MAX_ERROR_TYPES = 1000
 
 
 def student_exception(types, message, frames, kernel=None):
@@ -122,9 +124,11 @@ def student_exception(types, message, frames, kernel=None):
     student's own classes."""
     names = [t for t in types if isinstance(t, str)] or ["Exception"]
     base = builtin_class(names, Exception, Exception, control=False)
-    key = (names[0], base)
-    if key not in _ERROR_TYPES:
-        _ERROR_TYPES[key] = type(names[0], (StudentError,) if base is Exception else (base, StudentError),
+    key = (names[0][:MAX_ERROR_NAME], base)  # a class name of megabytes, renamed before each raise, once
+    if key not in _ERROR_TYPES:                # filled the worker's memory (red team, stop 40)
+        if len(_ERROR_TYPES) >= MAX_ERROR_TYPES:
+            _ERROR_TYPES.clear()
+        _ERROR_TYPES[key] = type(key[0], (StudentError,) if base is Exception else (base, StudentError),
                                  {"__module__": "student"})
     exc = _ERROR_TYPES[key](str(message))
     exc.frames = frames
@@ -552,9 +556,13 @@ class Remote:
         to the student's code, or took it from there without a copy): the student's writes into it
         come here, so a test that computed ``what`` from it would judge the student against what the
         student's code left in it. A test computes such a value from its own copy, made before the
-        student's code had the array (red teams, stop 39)."""
+        student's code had the array (red teams, stop 39). Lists, tuples and dicts are looked into."""
         for value in values:
-            if isinstance(value, np.ndarray) and self.codec.shares(value):
+            if isinstance(value, (list, tuple)):
+                self.refuse_shared(value, what)
+            elif isinstance(value, dict):
+                self.refuse_shared(value.values(), what)
+            elif isinstance(value, np.ndarray) and self.codec.shares(value):
                 raise GraderFault(f"the test computes {what} from an array that the student's code can write into: "
                                   "compute it from a copy made before that code had the array")
 
@@ -785,10 +793,19 @@ class Remote:
 
 def _notebook_name(name):
     """True for a name the kernel may bind in a test cell's scope: an identifier that does not start
-    with ``__``. Those are the scope's own (its ``__builtins__``, through which every builtin and
-    import of the test cell goes, and the grader's bookkeeping: ``__tests_bound__``,
-    ``__kernel_names__``, ``__cell_result__``); a notebook's names for the tests never start so."""
-    return isinstance(name, str) and name.isidentifier() and not name.startswith("__")
+    with ``__`` and is not a builtin's. Those are the scope's own (its ``__builtins__``, through
+    which every builtin and import of the test cell goes, and the grader's bookkeeping:
+    ``__tests_bound__``, ``__kernel_names__``, ``__cell_result__``); a notebook's names for the
+    tests never start so, and none is a builtin's. A notebook's ``enumerate``, ``range`` or
+    ``ValueError`` would shadow the builtin for the test's code and every helper it defines, and
+    each use would run the student's code: a loop over no cases, an ``expect_raises`` that any
+    error passes (red team, stop 40: 46 points of 1.2, 16 of 1.4, and a hidden test's cases in
+    the attacker's feedback)."""
+    return (isinstance(name, str) and name.isidentifier() and not name.startswith("__")
+            and name not in _BUILTIN_NAMES)
+
+
+_BUILTIN_NAMES = frozenset(vars(builtins))
 
 
 # The modules a notebook's cells import that its test cells may use by the notebook's name for them.

@@ -56,6 +56,13 @@ VARIANTS = [
         replace="""        self.data[...] = 0""",
         why="zero_ edits without bumping the version: the check misses it."),
     Variant(
+        "zero_only_bumps", "inplace_ops", ("test_inplace_ops",),
+        find="""        self.data[...] = 0
+        self._version_counter.bump()""",
+        replace="""        self._version_counter.bump()""",
+        why="zero_ bumps the version but leaves the values: the later edits of the scenario overwrite every "
+            "element, so only the values right after each edit show it (red team, stop 40)."),
+    Variant(
         "mul_returns_none", "inplace_ops", ("test_inplace_ops",),
         find="""        self.data *= other.data if isinstance(other, TensorBase) else other
         self._version_counter.bump()
