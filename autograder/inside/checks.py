@@ -136,9 +136,16 @@ def oracle(name):
         return fn
 
     def refusing_shared(*args, **kwargs):
-        _REMOTE.refuse_shared((*args, *kwargs.values()), f"the oracle {name!r}'s value")
+        _refuse_shared((*args, *kwargs.values()), f"the oracle {name!r}'s value")
         return fn(*args, **kwargs)
     return refusing_shared
+
+
+def _refuse_shared(values, what):
+    """In trusted grading, ``verdicts.Remote.refuse_shared``: no expected value from an array the
+    student's code can write into."""
+    if _REMOTE is not None:
+        _REMOTE.refuse_shared(values, what)
 
 
 def _is_tensor(x):
@@ -373,23 +380,19 @@ class _TorchNoted:
             stack._pop_torch_function_stack()
 
 
-_NOTING_MODE = []
-
-
+@_lru_cache(maxsize=None)
 def _torch_noting_mode():
     """The mode class of :class:`_TorchNoted`, made once, when a kernel that has torch first needs it."""
-    if not _NOTING_MODE:
-        from torch.overrides import TorchFunctionMode
+    from torch.overrides import TorchFunctionMode
 
-        class NotingTorch(TorchFunctionMode):
-            def __init__(self, found):
-                super().__init__()
-                self.found = found
+    class NotingTorch(TorchFunctionMode):
+        def __init__(self, found):
+            super().__init__()
+            self.found = found
 
-            __torch_function__ = _note_torch
+        __torch_function__ = _note_torch
 
-        _NOTING_MODE.append(NotingTorch)
-    return _NOTING_MODE[0]
+    return NotingTorch
 
 
 def _note_torch(mode, func, types, args=(), kwargs=None):
@@ -779,10 +782,15 @@ def _to_numpy(t):
 
 
 def _torch_forward(fn, args, kwargs, grad_positions=()):
-    if _REMOTE is not None:
-        _REMOTE.refuse_shared((*args, *kwargs.values()), "a torch oracle's value")
+    _refuse_shared((*args, *kwargs.values()), "a torch oracle's value")
     targs = [_to_torch(a, i in grad_positions) for i, a in enumerate(args)]
     return targs, fn(*targs, **kwargs)
+
+
+def _strided_copies(args):
+    """The arguments of a case's non-contiguous call: each float array as a strided copy, the others as
+    copies (the student's code may write into them)."""
+    return tuple(strided(a) if _is_float_array(a) else _copy(a) for a in args)
 
 
 def _is_float_array(a):
@@ -867,8 +875,7 @@ def _fd_of_torch(torch_fn, kwargs, args, i, grad_out):
     (the loop was 29% of the grader's CPU on unit 1.4's class). A function that vmap cannot batch
     (it reads a value, say with ``.item()``), or whose output is not of ``grad_out``'s shape, gets
     the loop."""
-    if _REMOTE is not None:
-        _REMOTE.refuse_shared((*args, grad_out, *kwargs.values()), "central differences")
+    _refuse_shared((*args, grad_out, *kwargs.values()), "central differences")
     n = _asarray(args[i]).size
     if FD_BATCHED_FROM <= n <= FD_BATCH // (2 * FD_BATCHED_FROM):  # (a batch of rows costs about what 8 calls do)
         try:
@@ -982,7 +989,7 @@ def check_vjp(task, backward_fn, oracle, cases, *, wrt=None, upstream=True, seed
         calls = [(args, g_out.astype(args[w[0]].dtype))]  # (each call its own copy: the code may write into it)
         if passes_grad:
             calls.append((tuple(_copy(a) for a in c.args), _zeros_like(g_out)))
-        calls.append((tuple(strided(a) if _is_float_array(a) else _copy(a) for a in c.args), g_out.astype(args[w[0]].dtype)))
+        calls.append((_strided_copies(c.args), g_out.astype(args[w[0]].dtype)))
         calls = [(xs, (g,) if passes_grad else ()) for xs, g in calls]
         _, expected = _torch_vjp(torch_fn, args, c.kwargs, w, g_out)  # (before the student's code sees args)
         runs.append((c, args, w, g_out, expected, calls))
@@ -1109,7 +1116,7 @@ def check_function(task, Fn, oracle, cases, *, saves=None, seed=0, hints=(), nam
         # write into an input or the upstream gradient (which travels back) changes only the student's own copy.
         w = tuple(i for i, a in enumerate(c.args) if _is_float_array(a))
         _, expected = _torch_vjp(torch_fn, c.args, c.kwargs, w, g_out)
-        inputs = (args, tuple(_copy(a) for a in c.args), tuple(strided(a) if _is_float_array(a) else _copy(a) for a in c.args))
+        inputs = (args, tuple(_copy(a) for a in c.args), _strided_copies(c.args))
         grads = (_array(g_out), _zeros_like(g_out), _array(g_out))  # (each call its own copy)
         runs.append((c, inputs, expected_out, w, g_out, expected, grads))
         for k, (xs, grad) in enumerate(zip(inputs, grads)):

@@ -455,9 +455,9 @@ class _Scanner(ast.NodeVisitor):
                 self.flag(node, IMPORTS[module.split(".")[0]], f"imports {module}")
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             modules += [f"{node.module}.{a.name}" for a in node.names]
-        for module in filter(_protocol, modules):
-            self.flag(node, "grading-protocol", f"imports {module}")
-            break
+        protocol = next(filter(_protocol, modules), None)
+        if protocol is not None:
+            self.flag(node, "grading-protocol", f"imports {protocol}")
         for name, path in _import_bindings(node):
             self.bind_name(node, name, {path})
 
@@ -469,10 +469,11 @@ class _Scanner(ast.NodeVisitor):
         shell's transformers, events or exception handlers is tampering with IPython."""
         if node.attr in FRAME_ATTRS:
             self.flag(node, "introspection", f"reads .{node.attr}")
-        reached = sorted(filter(_protocol, self.resolve(node)))
-        if reached and not any(_protocol(p) for p in self.resolve(node.value)):  # (once, at the module)
+        owners = self.resolve(node.value)
+        reached = sorted(p for p in (f"{o}.{node.attr}" for o in owners) if _protocol(p))
+        if reached and not any(map(_protocol, owners)):  # (once, at the module)
             self.flag(node, "grading-protocol", f"uses {reached[0]}")
-        if node.attr in IPYTHON_HOOKS and "IPython" in self.resolve(node.value):
+        if node.attr in IPYTHON_HOOKS and "IPython" in owners:
             self.flag(node, "ipython-hooks", f"uses get_ipython().{node.attr}")
         self.generic_visit(node)
 
