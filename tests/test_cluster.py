@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -171,7 +172,11 @@ def test_local_cluster_for_a_quick_try_stops_a_notebook_past_its_time_limit(klas
     grading.submit(tmp_path, AID, "z-loops", klass["reference"]).write_text(loop)  # graded second
     # the cell limit is longer than the notebook's: only the cluster's own watchdog can stop it
     options = grader.Options(db_url=db_url, progress=False, timeout=20, cell_timeout=600, cluster="local:1")
+    left = lambda: {p.name for p in Path(tempfile.gettempdir()).glob("autograder-c*")}  # noqa: E731
+    before = left()
     records = grader.grade(tmp_path, AID, options)
+    # the worker's scratch course was in the Dask worker's own folder, gone with the worker
+    assert left() == before
     assert records["reference"].status == "graded", records["reference"].reason
     assert grading.read_grades(db_url, AID)["reference"] == local_scores[0]["reference"]
     assert (records["z-loops"].status, records["z-loops"].reason) == (

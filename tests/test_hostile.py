@@ -736,6 +736,31 @@ def test_without_bubblewrap_kernels_run_under_rlimits_after_a_loud_warning(no_bw
     assert nb.cells[0].outputs[0].text.split() == [f"({limit},", f"{limit})", "(40,", "40)", "True", "_SealedModule"]
 
 
+@pytest.mark.skipif(sandbox.sandbox_user() is None or not sandbox.bwrap_works(), reason="needs root and bubblewrap")
+def test_a_tmpdir_private_to_root_still_grades(tmp_path, monkeypatch):
+    """``$TMPDIR`` in a folder only root may pass through: the sandbox user could reach none of its
+    scratch folder, and every notebook failed ("could not start its kernel factory"). Its scratch
+    folders go to ``/tmp`` then; where neither is reachable the run says why."""
+    private = tmp_path / "private"
+    (private / "tmp").mkdir(parents=True)
+    private.chmod(0o700)
+    monkeypatch.setenv("TMPDIR", str(private / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    sandbox.scratch_base.cache_clear()
+    try:
+        assert sandbox.scratch_base() == Path("/tmp")
+        course = tmp_path / "course"
+        grading.prepare_course(course, AID)
+        grading.submit(course, AID, "reference", grading.reference_submission(AID))
+        records = grader.grade(course, AID, grader.Options(**dict(OPTIONS, workers=1, in_kernel=False)))
+        assert records["reference"].status == "graded", records["reference"].reason
+        monkeypatch.setattr(sandbox, "_reachable", lambda *_: False)
+        sandbox.scratch_base.cache_clear()
+        with pytest.raises(RuntimeError, match="cannot reach .* or /tmp: set TMPDIR"):
+            sandbox.scratch_base()
+    finally:
+        sandbox.scratch_base.cache_clear()
+
 # --- issue 8: metadata, the worker's files and log, feedback, verdicts changed in the kernel ----------
 def test_steering_metadata_earns_nothing(batch):
     """Test cells tagged skip-execution (and raises-exception) run anyway: their metadata comes

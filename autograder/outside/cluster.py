@@ -52,13 +52,24 @@ def pack(job):
     return dict(job, files=files, source=source)
 
 
+def _scratch():
+    """The Dask worker's own folder, which Dask empties when the worker closes (and a later worker
+    on the machine, when it was killed); the system's temporary folder outside a Dask worker."""
+    from distributed import get_worker
+
+    try:
+        return get_worker().local_directory
+    except ValueError:  # (not in a Dask worker: a test calling run directly)
+        return None
+
+
 def _course_for(assignment, source):
     """This worker process's scratch course for one source notebook, registered in its own gradebook."""
     from . import build
 
     key = (assignment, hashlib.sha256(source).hexdigest())
     if key not in _COURSES:
-        root = Path(tempfile.mkdtemp(prefix="autograder-cluster-"))
+        root = Path(tempfile.mkdtemp(prefix="autograder-course-", dir=_scratch()))
         path = BY_ID[assignment].source_path(root)
         path.parent.mkdir(parents=True)
         path.write_bytes(source)

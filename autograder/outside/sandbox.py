@@ -182,10 +182,23 @@ def weaknesses():
     return out
 
 
+@cache
+def scratch_base():
+    """The folder that holds the sandboxes' scratch folders: the system's temporary folder, or
+    ``/tmp`` when the sandbox user cannot pass through the folders that lead to it (a ``$TMPDIR``
+    private to root): the sandbox's binds would fail for every notebook."""
+    base, user = tempfile.gettempdir(), sandbox_user() if bwrap_works() else None
+    for folder in (base, "/tmp"):
+        if user is None or _reachable(folder, *user):
+            return Path(folder)
+    raise RuntimeError(f"the grading sandbox runs as uid {user[0]}, which cannot reach {base} or /tmp: "
+                       "set TMPDIR to a folder that every user may pass through (chmod o+x on each folder above it)")
+
+
 def preflight():
     """Before a grading run: clear what the workers of killed runs left behind, and warn (once per
     run) when submissions cannot be fully contained here."""
-    for scratch in Path(tempfile.gettempdir()).glob(f"{PREFIX}-*-*"):
+    for scratch in scratch_base().glob(f"{PREFIX}-*-*"):
         worker_pid = scratch.name.split("-")[1]
         if worker_pid.isdigit() and not Path(f"/proc/{worker_pid}").exists():
             clean_up(worker_pid)
@@ -238,7 +251,7 @@ def clean_up(worker_pid, scratch=None):
                                                    and "/" not in scratch else []):
         for directory in _worker_cgroups(pattern):
             _remove_cgroup(directory)
-        for folder in Path(tempfile.gettempdir()).glob(pattern):
+        for folder in scratch_base().glob(pattern):
             try:
                 remove_tree(folder)
             except OSError as exc:  # never a reason to stop grading: say so, and go on
@@ -399,7 +412,7 @@ class Sandbox:
         self.limits = (memory_mb, nproc, numpy_only)
         self.numpy_only = numpy_only  # trusted verdicts: the kernel gets NumPy, not torch
         self.owner = sandbox_user() if bwrap_works() else None
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-"))
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-", dir=scratch_base()))
         self.dirs = {name: self.scratch / name for name in JOB_DIRS}
         for directory in [*self.dirs.values(), self.scratch / "ctl", self.scratch / "stage"]:
             directory.mkdir(mode=0o700)
