@@ -35,15 +35,16 @@ from nbclient import NotebookClient
 from traitlets.config import Config
 from autograder.inside import output_widget
 path, out = Path(sys.argv[1]), sys.argv[2]
-# on ipc, in a folder of its own: no tcp port for another test's kernel to take (tests/kernels.py)
-config = Config({"KernelManager": {"transport": "ipc", "ip": tempfile.mkdtemp() + "/kernel"}})
 nb = nbformat.read(path, as_version=4)
 nb.cells.insert(0, nbformat.v4.new_code_cell("import sys; print(sys.executable)"))
-# a cell may wait up to 600 s for progress.ipynb's background runs (progress.wait(600))
-# with the package's Output-widget mimic: nbclient's own can leave a cell's reply unread until its
-# time limit (autograder/inside/output_widget.py), which once made this run take 670 s
-output_widget.install(NotebookClient(nb, timeout=660, allow_errors=True, kernel_name="python3", config=config,
-                                     resources={"metadata": {"path": str(path.parent)}})).execute()
+# on ipc, in a folder of its own: no tcp port for another test's kernel to take (tests/kernels.py)
+with tempfile.TemporaryDirectory() as folder:
+    config = Config({"KernelManager": {"transport": "ipc", "ip": folder + "/kernel"}})
+    # a cell may wait up to 600 s for progress.ipynb's background runs (progress.wait(600))
+    # with the package's Output-widget mimic: nbclient's own can leave a cell's reply unread until its
+    # time limit (autograder/inside/output_widget.py), which once made this run take 670 s
+    output_widget.install(NotebookClient(nb, timeout=660, allow_errors=True, kernel_name="python3", config=config,
+                                         resources={"metadata": {"path": str(path.parent)}})).execute()
 nbformat.write(nb, out)
 """
 
