@@ -234,7 +234,7 @@ from autograder.inside import checks
 def check_input_kept(task, fn, *args):
     """Call fn and check that it did not modify any of its array arguments."""
     before = [a.copy() for a in args]
-    checks.run_student(task, fn, *args)
+    np.asarray(checks.run_student(task, fn, *args))  # (a result that computes when read does so here)
     for a, a0 in zip(args, before):
         assert np.array_equal(a, a0, equal_nan=True), (
             f"[{task}] your function changed its input array in place; compute a new array instead "
@@ -896,7 +896,7 @@ from autograder.inside import checks
 def check_inputs_kept(task, fn, *args):
     """Call fn and check that it did not modify any of its array arguments."""
     before = [a.copy() for a in args]
-    checks.run_student(task, fn, *args)
+    np.asarray(checks.run_student(task, fn, *args))  # (a result that computes when read does so here)
     for a, a0 in zip(args, before):
         assert np.array_equal(a, a0, equal_nan=True), (
             f"[{task}] your function changed an argument in place; compute a new array instead "

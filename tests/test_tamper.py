@@ -262,6 +262,131 @@ def eval_injection(canary):
             "view_or_copy = {_expr: False}\n")
 
 
+# Red team, stop 41: work left for after the checks looked, or done in a thread of its own. Each scored full
+# marks on its target cell: a result whose __array__ or __iter__ computed (in place, with a warning, recursively,
+# with torch) when the grader read it, outside the call's rules; a thread, which the per-thread hooks did not see.
+# A result now keeps the rules of the call that returned it (checks.Guard), and a thread the hooks of its request.
+LAZY_IN_PLACE_RELU = """
+class _Later:
+    def __init__(self, x):
+        self.x = x
+    def __array__(self, dtype=None, copy=None):
+        getattr(np, "max" + "imum")(self.x, 0, out=self.x)
+        return self.x
+def relu(x):
+    return _Later(x)
+"""
+LAZY_NAIVE_SIGMOID = """
+class _LaterSigmoid:
+    def __init__(self, x):
+        self.x = x
+    def __array__(self, dtype=None, copy=None):
+        return 1 / (1 + getattr(np, "e" + "xp")(-self.x))
+def sigmoid(x):
+    return _LaterSigmoid(x)
+"""
+RECURSIVE_WALK = """
+import sys as _sys
+getattr(_sys, "setrecursion" + "limit")(100_000)
+def _visit(node, order, seen):
+    if id(node) not in seen:
+        seen.add(id(node))
+        for parent in node.inputs:
+            _visit(parent, order, seen)
+        order.append(node)
+"""
+LAZY_RECURSIVE_ORDER = RECURSIVE_WALK + """
+class _Order:
+    def __init__(self, root):
+        self.root = root
+    def __iter__(self):
+        order = []
+        _visit(self.root, order, set())
+        return iter(order)
+def topological_order(root):
+    return _Order(root)
+"""
+RECURSION_IN_A_THREAD = RECURSIVE_WALK + """
+_threads = __import__("thread" + "ing")
+def topological_order(root):
+    _threads.stack_size(512 * 1024 * 1024)
+    order = []
+    worker = _threads.Thread(target=_visit, args=(root, order, set()))
+    worker.start()
+    worker.join()
+    return order
+"""
+TORCH_UNBROADCAST = """
+def _torch_unbroadcast(grad, shape):
+    torch = __import__("to" + "rch")
+    g = torch.as_tensor(np.array(grad))
+    out = g.sum_to_size(tuple(shape)) if len(shape) else g.sum()
+    return out.numpy().copy().reshape(shape)
+"""
+TORCH_IN_A_THREAD = TORCH_UNBROADCAST + """
+def unbroadcast(grad, shape):
+    box = []
+    worker = __import__("thread" + "ing").Thread(target=lambda: box.append(_torch_unbroadcast(grad, shape)))
+    worker.start()
+    worker.join()
+    return box[0]
+"""
+TORCH_WHEN_READ = TORCH_UNBROADCAST + """
+class _Later:
+    def __init__(self, grad, shape):
+        self.grad, self.shape = grad, shape
+    def __array__(self, dtype=None, copy=None):
+        out = _torch_unbroadcast(self.grad, self.shape)
+        return out if dtype is None else out.astype(dtype)
+def unbroadcast(grad, shape):
+    return _Later(grad, shape)
+"""
+# Red team, stop 41: the tests' own functions that ran in the kernel (sgd_trajectory, first_step) asserted there,
+# where the student's objects answered `np.array_equal` (an ndarray subclass's __array_function__) and `isinstance`
+# (a __class__ property). A function that asserts now runs in the grader.
+SGD_STEPS_IDLE_PARAMETERS = """
+class _Moved(np.ndarray):
+    def __array_function__(self, func, types, args, kwargs):
+        if func.__name__ == "array" + "_equal":
+            return True
+        return super().__array_function__(func, types, args, kwargs)
+_step = SGD.step
+def _stepping_idle(self):
+    idle = [p for p in self.params if p.grad is None]
+    for p in idle:
+        p.grad = np.zeros_like(p.data)
+    _step(self)
+    for p in idle:
+        p.data = np.asarray(p.data - self.lr * self.weight_decay * p.data).view(_Moved)
+        p.grad = None
+SGD.step = _stepping_idle
+"""
+LOSS_THAT_CLAIMS_TO_BE_A_FLOAT = """
+class _Loss(np.ndarray):
+    __class__ = property(lambda self: float)
+_train_step = train_step
+def train_step(model, optimizer, X, y):
+    return np.asarray(_train_step(model, optimizer, X, y)).view(_Loss)
+"""
+# Red team, stop 41: a backward that, asked for the test's rules_graph, writes zeros into the test's C0 (found from
+# the frames of the function that the test ran in the kernel) and leaves zero gradients. The test computes what it
+# expects from C0 after the call: shared, it expected zeros. Such a function now reads copies of the test's arrays.
+WRITES_THE_TESTS_C0 = """
+_inspect = __import__("insp" + "ect")
+_backward = backward
+def backward(root, grad=None):
+    leaves = [t for t in topological_order(root) if t.is_leaf and t.requires_grad]
+    if not any(t.data.shape == (3,) and np.array_equal(t.data, [1.0, -2.0, 3.0]) for t in leaves):
+        return _backward(root, grad)
+    for info in _inspect.stack(0):
+        scope = info.frame.f_globals
+        if "X0" in scope and "C0" in scope:
+            scope["C0"][...] = 0.0
+    for t in leaves:
+        t.grad = np.zeros_like(t.data)
+"""
+
+
 CASES = {  # unit: {student: (the solution cell appended to, the code, a test cell that must lose points)}
     "1.2-softmax-cross-entropy": {"shadows-value-error": ("cross_entropy", lambda canary: SHADOWS_VALUE_ERROR,
                                                           "test_cross_entropy")},
@@ -274,7 +399,15 @@ CASES = {  # unit: {student: (the solution cell appended to, the code, a test ce
                                                     "test_numerical_vjp"),
                             "reads-the-planted-rule": ("gradcheck", lambda canary: READS_THE_PLANTED_RULE,
                                                        "test_gradcheck")},
-    "1.3-reverse-accumulation": {"wipes-the-upstream": ("matmul", lambda canary: WIPES_THE_UPSTREAM, "test_matmul")},
+    "1.1-affine-logits": {"lazy-in-place-relu": ("relu", lambda canary: LAZY_IN_PLACE_RELU, "test_relu"),
+                          "lazy-naive-sigmoid": ("sigmoid", lambda canary: LAZY_NAIVE_SIGMOID, "test_sigmoid")},
+    "1.3-reverse-accumulation": {"wipes-the-upstream": ("matmul", lambda canary: WIPES_THE_UPSTREAM, "test_matmul"),
+                                 "lazy-recursive-order": ("topological_order", lambda canary: LAZY_RECURSIVE_ORDER,
+                                                          "test_topological_order"),
+                                 "recursion-in-a-thread": ("topological_order", lambda canary: RECURSION_IN_A_THREAD,
+                                                           "test_topological_order"),
+                                 "writes-the-tests-c0": ("backward", lambda canary: WRITES_THE_TESTS_C0,
+                                                         "test_backward_rules")},
     "1.6-tensor-layout": {"remembers-the-first-numbers": ("assert_view", lambda canary: REMEMBERS_THE_FIRST_NUMBERS,
                                                           "test_assert_view")},
     "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy"),
@@ -283,7 +416,12 @@ CASES = {  # unit: {student: (the solution cell appended to, the code, a test ce
     "1.8-mini-project": {"claims-accuracy": ("train_step", lambda canary: CLAIMS_ACCURACY, "test_train_step"),
                          "relabels-the-spiral": ("train_step", lambda canary: RELABELS_THE_SPIRAL, "test_train_step"),
                          "forward-zeros-its-weights": ("modules", lambda canary: FORWARD_ZEROS_ITS_WEIGHTS,
-                                                       "test_modules")},
+                                                       "test_modules"),
+                         "torch-in-a-thread": ("unbroadcast", lambda canary: TORCH_IN_A_THREAD, "test_unbroadcast"),
+                         "torch-when-read": ("unbroadcast", lambda canary: TORCH_WHEN_READ, "test_unbroadcast"),
+                         "sgd-steps-idle-parameters": ("sgd", lambda canary: SGD_STEPS_IDLE_PARAMETERS, "test_sgd"),
+                         "loss-that-claims-to-be-a-float": ("train_step", lambda canary: LOSS_THAT_CLAIMS_TO_BE_A_FLOAT,
+                                                            "test_train_step")},
 }
 
 

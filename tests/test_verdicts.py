@@ -268,6 +268,16 @@ def test_a_right_answer_passes_and_prints_nothing(kernel):
     ("def relu(x):\n    x[x < 0] = 0\n    return x", "changed its input array in place"),
     ("def relu(x):\n    raise NotImplementedError()", "[relu] `relu` is not written yet"),
     ("def relu(x):\n    import warnings; warnings.warn('careful')\n    return np.maximum(x, 0)", "emitted UserWarning"),
+    # work left for when the result is read, or done in a thread, keeps the call's rules (red team, stop 41)
+    ("class Later:\n    def __init__(self, x):\n        self.x = x\n    def __array__(self, dtype=None, copy=None):\n"
+     "        import warnings; warnings.warn('careful')\n        return np.maximum(self.x, 0)\n"
+     "def relu(x):\n    return Later(x)", "emitted UserWarning"),
+    ("class Later:\n    def __init__(self, x):\n        self.x = x\n    def __array__(self, dtype=None, copy=None):\n"
+     "        import torch\n        return torch.relu(torch.as_tensor(self.x)).numpy()\n"
+     "def relu(x):\n    return Later(x)", "your solution calls torch"),
+    ("import threading\ndef relu(x):\n    box = []\n    def work():\n        import torch\n"
+     "        box.append(torch.relu(torch.as_tensor(x)).numpy())\n"
+     "    t = threading.Thread(target=work)\n    t.start()\n    t.join()\n    return box[0]", "your solution calls torch"),
 ])
 def test_a_wrong_answer_fails_with_the_checks_message(kernel, code, message):
     (out,) = run(kernel, "import numpy as np\n" + code, TEST)
@@ -404,6 +414,29 @@ def test_a_visible_function_that_only_computes_runs_in_the_kernel(kernel):
     handed.clear()
     assert verdicts.run_test_cell(remote, test_after, namespace) == []
     assert [f.__name__ for f in handed if isinstance(f, types.FunctionType)] == ["fact"], handed  # (it reads itself)
+
+
+def test_a_function_that_asserts_stays_in_the_grader_and_one_that_goes_reads_copies():
+    """An ``assert`` or ``raise`` in the kernel is a verdict that the student's objects answer; the
+    arrays a shipped function reads are copies, which the student's code may write into at no cost
+    to the test (red team, stop 41)."""
+    def asserts(x):
+        assert x, "no"
+        return x
+
+    def raises(x):
+        if not x:
+            raise ValueError("no")
+        return x
+
+    def computes(x):
+        return [v * 2 for v in x]
+
+    assert not verdicts._pure(asserts.__code__) and not verdicts._pure(raises.__code__)
+    assert verdicts._pure(computes.__code__)
+    a = np.arange(3.0)
+    copied = verdicts._copies((a, (a, 1), "s"))
+    assert copied[0] is not a and copied[1][0] is not a and np.array_equal(copied[0], a) and copied[1][1:] == (1,)
 
 
 def test_a_visible_function_that_the_checks_run_as_the_students_code_is_one_request(kernel):

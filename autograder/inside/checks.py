@@ -466,14 +466,42 @@ def run_student(task, fn, *args, allow_warnings=False, numpy_only=True, **kwargs
             raise failure.with_traceback(exc.__traceback__) from exc
     _refuse_tracers(task)  # one that the student's code set while it ran
     if caught and not allow_warnings:
-        w = caught[0]
-        raise CheckFailure(
-            f"[{task}] your code emitted {w.category.__name__}: {w.message}. A correct solution runs "
-            "without warnings (nbgrader fails a test cell that writes to stderr)."
-            + (" Overflow means exp() of a large number: exponentiate only numbers <= 0. In softmax or "
-               "logsumexp, shift by the maximum first; in a sigmoid (SiLU, BCE), use e = exp(-|x|): "
-               "1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0." if "overflow" in str(w.message) else ""))
+        raise _warning_failure(task, caught[0].category.__name__, caught[0].message)
+    if remote is not None:
+        remote.guard(result, Guard(task, numpy_only, allow_warnings))
     return result
+
+
+def _warning_failure(task, category, message):
+    return CheckFailure(
+        f"[{task}] your code emitted {category}: {message}. A correct solution runs "
+        "without warnings (nbgrader fails a test cell that writes to stderr)."
+        + (" Overflow means exp() of a large number: exponentiate only numbers <= 0. In softmax or "
+           "logsumexp, shift by the maximum first; in a sigmoid (SiLU, BCE), use e = exp(-|x|): "
+           "1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0." if "overflow" in str(message) else ""))
+
+
+@dataclass(frozen=True)
+class Guard:
+    """In trusted grading, the rules of one :func:`run_student` call that each later use of what it
+    returned keeps (``verdicts.Remote.guard``): its result's ``__array__``, ``__iter__`` or properties
+    run under them as the call did, so that no work is left for after the checks looked."""
+
+    task: str
+    numpy_only: bool
+    allow_warnings: bool
+    max_depth: int = None
+    what: str = ""
+
+    def judge(self, depth, delegated, warned):
+        """CheckFailure for what the kernel recorded of such a use (as ``verdicts.Remote._answered`` took it)."""
+        if self.max_depth is not None and type(depth) is int:
+            _fail_if_deep(self.task, depth, self.max_depth, self.what)
+        if delegated and self.numpy_only:
+            raise _delegation_failure(self.task, [str(delegated[0])])
+        if warned and not self.allow_warnings:
+            category, text = warned[0]
+            raise _warning_failure(self.task, str(category[0]) if category else "Warning", text)
 
 
 def _grading():
@@ -1337,6 +1365,7 @@ def run_shallow(task, fn, *args, max_depth=50, what="this graph", **kwargs):
         finally:
             _REMOTE.deepest = outer
         _fail_if_deep(task, deepest, max_depth, what)
+        _REMOTE.guard(result, Guard(task, False, False, max_depth, what))
         return result
     depth = [0, 0]  # current, deepest
     found = []

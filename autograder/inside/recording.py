@@ -18,6 +18,7 @@ and answers the grader's own requests until the callback's value comes back. A n
 replace this module or its socket: it then answers for itself, and what it answers is still
 compared outside, against the cases the grader chose.
 """
+import _thread
 import builtins
 import inspect
 import itertools
@@ -25,6 +26,7 @@ import json
 import operator
 import re
 import sys
+import threading
 import types
 import warnings
 import weakref
@@ -64,6 +66,29 @@ _socket = None  # the test cell's own channel to the grader, while it serves
 TORCH_HIDDEN = False
 _HIDDEN_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _IPYTHON_NAME = re.compile(r"_+|_i+|_i?\d+|_[ido]h|__\w*__")  # IPython's history and the module's dunders
+
+
+# The hooks of the request that runs the student's code (see _run), for the threads that code starts:
+# a profile or trace function is per thread, and work done in a thread of its own went unseen (a
+# recursive graph walk, a call into torch: red team, stop 41). A thread started meanwhile runs
+# under the same hooks, which count its calls and note its calls into torch like the request's own.
+_HOOKS = [None, None]
+_start_new_thread = _thread.start_new_thread
+
+
+def _start_under_hooks(function, args, kwargs=None):
+    profile, trace = _HOOKS
+    if profile is None and trace is None:
+        return _start_new_thread(function, args, *([kwargs] if kwargs is not None else []))
+
+    def hooked(*a, **k):
+        sys.setprofile(profile)
+        sys.settrace(trace)
+        return function(*a, **k)
+    return _start_new_thread(hooked, args, *([kwargs] if kwargs is not None else []))
+
+
+_thread.start_new_thread = _thread.start_new = threading._start_new_thread = _start_under_hooks
 
 
 class _End(BaseException):
@@ -522,9 +547,11 @@ def _run(request, args, kwargs, fn):
                     sys.setprofile(profile)
                 if trace is not None:
                     sys.settrace(trace)
+                _HOOKS[:] = profile, trace
                 try:
                     result = fn(*args, **kwargs)
                 finally:
+                    _HOOKS[:] = None, None
                     sys.setprofile(previous)
                     sys.settrace(tracer)
             _sync()  # what a call not waited for raised is the request's
@@ -557,7 +584,7 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 _OWN_CODE = frozenset(c for f in (
     _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
     Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class,
-    _asking, _with_backwards, _op_with_rule) for c in checks.code_objects(f.__code__))
+    _asking, _with_backwards, _op_with_rule, _start_under_hooks) for c in checks.code_objects(f.__code__))
 
 
 def _answer(request, kept):

@@ -172,6 +172,7 @@ class Remote:
         self.plans = [0, 0]  # plans sent, and plans dropped before all their steps were taken (see plan)
         self.made = []  # (number, object) of what the calls that make (see _make) made since the last message
         self.failed = None  # what such a call raised, to raise at the kernel's next exchange (see _make)
+        self.guards = {}  # handle: the Guard of the student's call whose result holds the object (see guard)
 
     # --- the channel ------------------------------------------------------------------------------
     @_exchange
@@ -188,7 +189,7 @@ class Remote:
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
         self._drop_plan()
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
-        self.made, self.failed = [], None
+        self.made, self.failed, self.guards = [], None, {}
         self.sockets += 1
         ipc = self.connection.get("transport") == "ipc"
         path = f"{self.connection['ip']}-v{self.sockets}" if ipc else None
@@ -535,14 +536,14 @@ class Remote:
             if value is np:
                 numpy_names.append(name)
             elif name not in DEFAULTS and self._goes(value, outer):
-                values[name] = value
+                values[name] = _copies(value)
             else:
                 return None
         defaults = (tuple(obj.__defaults__ or ()), tuple((obj.__kwdefaults__ or {}).items()))
         if any(defaults):
             if not self._goes(defaults, outer):
                 return None
-            values.update(zip(DEFAULTS, defaults))
+            values.update(zip(DEFAULTS, _copies(defaults)))
         return (*found, values, numpy_names)
 
     def _goes(self, value, outer):
@@ -617,11 +618,38 @@ class Remote:
             fields["builtin"] = builtin
         return fields
 
+    def guard(self, value, guard, depth=4):
+        """The student's objects in ``value``, what a student's call returned (and ``depth`` levels of
+        lists, tuples and dicts into it), keep that call's :class:`Guard` for the rest of the test
+        cell: a result whose work is left for later (an ``__array__``, an ``__iter__`` or a property
+        that computes when asked) does it under the rules of its exercise (red team, stop 41)."""
+        if isinstance(value, Proxy):
+            self.guards[object.__getattribute__(value, "_handle")] = guard
+        elif depth and type(value) in (list, tuple):
+            for v in value:
+                self.guard(v, guard, depth - 1)
+        elif depth and type(value) is dict:
+            for v in value.values():
+                self.guard(v, guard, depth - 1)
+
+    def _guard_of(self, fn, args):
+        """The Guard of the student's object that a request outside the checks' calls uses, if any."""
+        for obj in (fn, *args[:1]):
+            if isinstance(obj, Proxy):
+                guard = self.guards.get(object.__getattribute__(obj, "_handle"))
+                if guard is not None:
+                    return guard
+        return None
+
     def _answered(self, fn, *args, builtin=None, **kwargs):
         """The kernel's answer to a call, once what it recorded (depth, delegation, warnings, an
-        exception) has been taken in."""
+        exception) has been taken in. Outside the checks' own calls of the student's code, a use of
+        an object that such a call returned runs under that call's rules (:meth:`guard`)."""
         fields = self._call_fields(self.numpy_only, builtin)
         answer = self._take_planned(fn, args, kwargs, fields) if self.planned else None
+        guard = self._guard_of(fn, args) if answer is None and self.found is None and self.guards else None
+        if guard is not None:
+            fields = dict(fields, numpy_only=guard.numpy_only, depth=guard.max_depth is not None)
         if answer is None:
             answer = self.request({"fn": fn, "args": args, "kwargs": kwargs}, **fields)
         if "error" in answer:
@@ -638,9 +666,13 @@ class Remote:
         if self.caught is not None:
             self.caught.extend(warnings.WarningMessage(str(text), builtin_class(category, Warning, UserWarning), "<student>", 0)
                                for category, text in warned)
+        if guard is not None:
+            guard.judge(answer.get("depth"), delegated, warned)
         if "raised" in answer:
             raise student_exception(raised.get("types", []), raised.get("message", ""), raised.get("frames", []),
                                     raised.get("exception"))
+        if guard is not None:
+            self.guard(answer.get("value"), guard)
         return answer
 
     # --- plans: the calls of a case, in one request -------------------------------------------------
@@ -997,6 +1029,15 @@ class Method:
         return repr(self.resolve())
 
 
+def _copies(value):
+    """``value`` with each array of the test's copied: a function that runs in the kernel reads the
+    test's arrays (1.3's ``X0``) from copies, so that what the student's code writes into them never
+    reaches the arrays from which the test computes what it expects (red team, stop 41)."""
+    if type(value) is tuple:
+        return tuple(_copies(v) for v in value)
+    return value.copy() if type(value) is np.ndarray else value
+
+
 @functools.lru_cache(maxsize=4096)
 def _code_facts(code, tree, hidden):
     """``(text, pure, names read)`` of a function (see :meth:`Remote._ship`), of a test cell (its syntax ``tree``) or not (None), worked
@@ -1037,11 +1078,14 @@ def _globals_read(code):
 
 def _pure(code, nested=False):
     """True when ``code`` (and the code nested in it, such as a class that it defines) writes no global
-    or outer name, and ``code`` itself yields nothing (a generator expression in it, such as ``tuple(t.grad for t in leaves)``,
-    runs within its call)."""
+    or outer name and raises nothing itself, and ``code`` itself yields nothing (a generator expression
+    in it, such as ``tuple(t.grad for t in leaves)``, runs within its call). An ``assert`` or ``raise``
+    is a verdict: in the kernel the student's objects answer its ``isinstance`` and ``np.array_equal``
+    (red team, stop 41), so a function that has one runs here."""
     if not nested and code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return False
-    writes = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "STORE_NAME", "DELETE_NAME"}
+    writes = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "STORE_NAME", "DELETE_NAME",
+              "RAISE_VARARGS", "LOAD_ASSERTION_ERROR"}
     if nested and not code.co_flags & inspect.CO_OPTIMIZED:  # a class body in the function: its names are the class's
         writes -= {"STORE_NAME", "DELETE_NAME"}
     own = set(code.co_cellvars)  # names of its own that nested code closes over: its to write
