@@ -1133,14 +1133,6 @@ def rules_graph():
     return x, c, h, loss
 
 
-def added_not_replaced(got, expected):
-    # a hint only (the verdict is assert_close's): got is one call's gradient up to rounding
-    if np.max(np.abs(2 * got - expected)) <= 1e-9 * (1 + np.max(np.abs(expected))):
-        return ("after the second backward() the .grad equals one call's gradient: it was replaced, not added "
-                "to. torch accumulates into .grad across calls (that is why training loops call zero_grad()).")
-    return None
-
-
 def reuse(x, y):
     return (x * x + (x + y)).sum()  # x: three contributions; x + y: Add sends one array to both
 
@@ -1154,7 +1146,7 @@ def check_two_calls(seed):
     for t, g, name in zip(leaves, first, ["x", "y"]):
         # 2 * g: the same sums once more, up to a few roundings (the float64 default)
         checks.assert_close(t.grad, 2 * g, task="backward", case="a second backward() on the same graph",
-                            name=f"grad of {name} (twice one call's)", kind="grad", hints=[added_not_replaced])
+                            name=f"grad of {name} (twice one call's)", kind="grad", hints=[checks.added_not_replaced])
 
 
 def check_explicit_seed(seed):

@@ -915,7 +915,8 @@ assert c.grad is None, "[backward] c was created with requires_grad=False, but i
 checks.assert_close(first, 2 * x.data * c.data**2, task="backward", case="loss = sum((x * c)**2)",
                     name="grad of x (2 x c^2)", kind="grad")
 checks.assert_close(x.grad, 4 * x.data * c.data**2, task="backward", name="grad of x after two backward() calls",
-                    case="the second call must add to .grad, not replace it", kind="grad")
+                    case="the second call must add to .grad, not replace it", kind="grad",
+                    hints=[checks.added_not_replaced])
 x22 = Tensor(checks.randn(70, 2, 2), requires_grad=True)
 checks.expect_raises("backward", RuntimeError, backward, checks.run_student("backward", lambda: x22 * x22))
 ### BEGIN HIDDEN TESTS
@@ -951,7 +952,9 @@ _ = checks.check_graph("backward", Tensor, lambda x, w: (x @ w).tanh() * (x @ w)
 # (out,), both drawn uniformly from $[-1/\sqrt{\text{in}}, 1/\sqrt{\text{in}}]$ (torch's default)
 # with `np.random.default_rng(rng)`, in float64, and computes $y = x W^\top + b$.
 # `MLP(sizes, rng)` is `Linear(sizes[0], sizes[1])`, ReLU, `Linear(sizes[1], sizes[2])`, ... with no
-# ReLU after the last layer. So that its `state_dict` has the keys of torch's
+# ReLU after the last layer; it makes one generator, `np.random.default_rng(rng)`, and passes it to
+# each `Linear` in turn, so that every layer draws fresh numbers (a seed given to each layer would
+# start each one on the same numbers). So that its `state_dict` has the keys of torch's
 # `nn.Sequential(nn.Linear(...), nn.ReLU(), nn.Linear(...), ...)`, the `k`-th Linear layer is
 # registered under the name `str(2 * k)` (`setattr(self, "0", layer)`): the ReLUs hold no
 # parameters, but they take the odd positions.
@@ -1220,10 +1223,13 @@ checks.against_torch("sgd", sgd_trajectory, "sgd_trajectory",
 # 4. **float64 and stated tolerances.** Two correct float64 implementations agree to about
 #    $10^{-13}$ relative, so `rtol=1e-9` has a wide margin yet misses no real bug. Central
 #    differences $\frac{f(x + h) - f(x - h)}{2h}$ have truncation error $\sim h^2 |f'''|$ and
-#    rounding error $\sim \epsilon |f| / h$; the error is smallest near $h \approx \epsilon^{1/3}$
-#    (CS231n, *Gradient checks*), so we use $h = 10^{-6}$ and compare with `rtol=1e-5`. In float32
-#    ($\epsilon \approx 1.2 \times 10^{-7}$) the same formula is off by $10^{-2}$ relative, so a
-#    float32 finite-difference check with a tight tolerance fails correct engines.
+#    rounding error $\sim \epsilon |f| / h$; their sum is smallest near $h = (\epsilon/2)^{1/3}
+#    \approx 5 \times 10^{-6}$ (CS231n, *Gradient checks*). We use $h = 10^{-6}$, a round step a
+#    little below it, where the total is still about $10^{-10}$ relative, and compare with
+#    `rtol=1e-5`. In float32 ($\epsilon \approx 1.2 \times 10^{-7}$) the best step is near
+#    $4 \times 10^{-3}$ and still leaves about $5 \times 10^{-5}$ relative error; with
+#    $h = 10^{-6}$ the rounding error alone is about $\epsilon / h \approx 0.1$. So a float32
+#    finite-difference check with a tight tolerance fails correct engines.
 # 5. **A graph that reuses nodes** (`x * x`, a hidden layer used twice) and broadcasts on one path,
 #    so that accumulation and `unbroadcast` meet.
 #
@@ -1330,7 +1336,9 @@ my_engine = engine_namespace()
 #
 # In float64, $\epsilon \approx 2.2 \times 10^{-16}$. For central differences the total error
 # behaves like $h^2 + \epsilon / h$ (for $f$ and its derivatives of order 1). Set `fd_step_exponent`
-# to the integer $k$ for which $h = 10^{k}$ comes closest to minimising it.
+# to the integer $k$ for which $h = 10^{k}$ gives the smallest value of $h^2 + \epsilon / h$ among
+# the powers of ten (evaluate it at the integers near the optimum: the step $10^{-6}$ that our
+# tests use is a round choice near it, not necessarily the best power of ten).
 
 # %% nbgrader={"grade": false, "grade_id": "fd_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 fd_step_exponent = None
@@ -1360,11 +1368,16 @@ checks.check_hash("fd_step", "fd_step_exponent", fd_step_exponent,
 #   justify in the note.
 #
 # Both raise `AssertionError` (for example through `np.testing.assert_allclose`) when the engine
-# is wrong, and return `None` when it is right. Each must run in well under a second, so keep the
-# arrays small. PyTorch is allowed here, and only here. For `SGD`, compare with `torch_sgd`
-# (imported in the cell), the update function that `torch.optim.SGD.step` runs, with
-# `dampening=0.0, nesterov=False, maximize=False`: building a `torch.optim.SGD` object imports
-# torch's compiler stack, which takes seconds the first time.
+# is wrong, and return `None` when it is right. When graded, each runs up to about 15 times (on
+# correct engines and on engines with planted bugs) within one cell's time limit, so keep each well
+# under a second: small arrays, a few dozen cases. PyTorch is allowed here, and only here. For
+# `SGD`, compare with `torch_sgd` (imported in the cell), the update function that
+# `torch.optim.SGD.step` runs: `torch_sgd(params, grads, momentum_buffers, lr=..., momentum=...,
+# weight_decay=..., dampening=0.0, nesterov=False, maximize=False)` updates each tensor of the list
+# `params` in place, given the list `grads` of their gradients; `momentum_buffers` holds one entry
+# per parameter (start with `[None]`), which it fills on the first step and reuses on the next.
+# Building a `torch.optim.SGD` object instead imports torch's compiler stack, which takes seconds
+# the first time.
 
 # %% nbgrader={"grade": false, "grade_id": "differential_tests", "locked": false, "schema_version": 3, "solution": true, "task": false}
 import torch
@@ -1779,7 +1792,8 @@ weights = [v.copy() for v in checks.run_student("train_step", model.state_dict).
 logits = checks.oracle_value("mlp_stack", SPIRAL.X_spiral, *weights)
 train_accuracy = float(np.mean(logits.argmax(axis=1) == SPIRAL.y_spiral))
 assert train_accuracy >= 0.95, (f"[train_step] training accuracy {train_accuracy:.1%} after "
-                                f"{SPIRAL.SPIRAL_SETUP['steps']} steps; expected >= 95%.")
+                                f"{SPIRAL.SPIRAL_SETUP['steps']} steps; expected >= 95%. Hint: does each step call "
+                                "optimizer.zero_grad() before backward? (Otherwise gradients pile up across steps.)")
 ### BEGIN HIDDEN TESTS
 X_h, y_h = SPIRAL.make_spiral(40, 3, seed=5)
 hidden_first = [checks.case("spiral seed 5, MLP([2, 8, 3])", X_h, y_h, *initial_weights(3, [2, 8, 3]))]

@@ -690,6 +690,15 @@ def _close(got, expected, rtol, atol, within=None):
     return within | (_isnan(got) & _isnan(expected)) | (_isinf(expected) & (got == expected))
 
 
+def added_not_replaced(got, expected):
+    """A hint for :func:`assert_close` (``hints=[checks.added_not_replaced]``) where ``expected`` is
+    the .grad after a second backward() call: ``got`` is one call's gradient (up to rounding)."""
+    if _np_max(_abs(2 * got - expected)) <= 1e-9 * (1 + _np_max(_abs(expected))):
+        return ("after the second backward() the .grad equals one call's gradient: it was replaced, not added "
+                "to. torch accumulates into .grad across calls (that is why training loops call zero_grad()).")
+    return None
+
+
 def _value_hint(got, expected, kind, rtol, atol):
     """A guess at the mistake behind a value mismatch, or None."""
     if _np_any(~_isfinite(got) & _isfinite(expected)):
@@ -751,8 +760,9 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
         raise CheckFailure(msg)
     if check_dtype and got_arr.dtype != exp_arr.dtype:
         if _BOOL_COUNTS and got_arr.dtype == _float64 and exp_arr.dtype == _float32:
-            cause = (f"your code counted a boolean mask with {_BOOL_COUNTS[0]}, which returns a NumPy int64, and "
-                     "float32 / int64 is float64: divide by int(count), a Python int, which keeps float32.")
+            cause = (f"look for a float64 constant or array that promotes the result. One candidate: your code "
+                     f"counted a boolean mask with {_BOOL_COUNTS[0]}, which returns a NumPy int64, and float32 / "
+                     "int64 is float64: divide by int(count), a Python int, which keeps float32.")
         else:
             cause = "look for a float64 constant or array that promotes the result."
         raise CheckFailure(

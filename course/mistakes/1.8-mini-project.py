@@ -196,6 +196,12 @@ VARIANTS = [
         find="setattr(self, str(2 * k), layer)", replace="setattr(self, str(k), layer)",
         why="Keys 0.weight, 1.weight: torch's nn.Sequential has the ReLU at position 1."),
     Variant(
+        "mlp_seeds_each_layer_alike", "modules", ("test_train_step",),
+        find="        rng = np.random.default_rng(rng)\n        self.layers = [",
+        replace="        self.layers = [",
+        why="Each Linear gets the seed itself, not one generator: every layer starts on the same numbers, "
+            "and the first loss is far from log 3."),
+    Variant(
         "linear_weight_in_by_out", "modules", ("test_modules",),
         find="rng.uniform(-bound, bound, (out_features, in_features))",
         replace="rng.uniform(-bound, bound, (in_features, out_features))",
