@@ -435,8 +435,10 @@ def test_a_function_that_asserts_stays_in_the_grader_and_one_that_goes_reads_cop
     assert not verdicts._pure(asserts.__code__) and not verdicts._pure(raises.__code__)
     assert verdicts._pure(computes.__code__)
     a = np.arange(3.0)
-    copied = verdicts._copies((a, (a, 1), "s"))
-    assert copied[0] is not a and copied[1][0] is not a and np.array_equal(copied[0], a) and copied[1][1:] == (1,)
+    remote = verdicts.Remote(None)
+    copied = remote._copies((a, (a, 1), "s"))
+    assert copied[0] is not a and np.array_equal(copied[0], a) and copied[1] == (copied[0], 1) and copied[2] == "s"
+    assert remote._copies(a) is copied[0]  # one copy per array: the kernel knows it after its first trip
 
 
 def test_a_visible_function_that_the_checks_run_as_the_students_code_is_one_request(kernel):

@@ -173,6 +173,7 @@ class Remote:
         self.made = []  # (number, object) of what the calls that make (see _make) made since the last message
         self.failed = None  # what such a call raised, to raise at the kernel's next exchange (see _make)
         self.guards = {}  # handle: the Guard of the student's call whose result holds the object (see guard)
+        self.copied = {}  # id of a test's array: (the array, the copy that shipped functions read), per test cell
 
     # --- the channel ------------------------------------------------------------------------------
     @_exchange
@@ -189,7 +190,7 @@ class Remote:
         self.statics = {}  # a student cell may have rebound a class's function since the last test cell
         self._drop_plan()
         self.kept, self.unkept, self.read_names = {}, [], {}  # (the kernel's serving loop starts keeping nothing)
-        self.made, self.failed, self.guards = [], None, {}
+        self.made, self.failed, self.guards, self.copied = [], None, {}, {}
         self.sockets += 1
         ipc = self.connection.get("transport") == "ipc"
         path = f"{self.connection['ip']}-v{self.sockets}" if ipc else None
@@ -536,15 +537,30 @@ class Remote:
             if value is np:
                 numpy_names.append(name)
             elif name not in DEFAULTS and self._goes(value, outer):
-                values[name] = _copies(value)
+                values[name] = self._copies(value)
             else:
                 return None
         defaults = (tuple(obj.__defaults__ or ()), tuple((obj.__kwdefaults__ or {}).items()))
         if any(defaults):
             if not self._goes(defaults, outer):
                 return None
-            values.update(zip(DEFAULTS, _copies(defaults)))
+            values.update(zip(DEFAULTS, self._copies(defaults)))
         return (*found, values, numpy_names)
+
+    def _copies(self, value):
+        """``value`` with each array of the test's copied: a function that runs in the kernel reads the
+        test's arrays (1.3's ``X0``) from copies, so that what the student's code writes into them never
+        reaches the arrays from which the test computes what it expects (red team, stop 41). One copy
+        per array for the test cell: sent once, the kernel then knows it (a function may go thousands
+        of times, as 1.5's ``f`` does)."""
+        if type(value) is tuple:
+            return tuple(self._copies(v) for v in value)
+        if type(value) is not np.ndarray:
+            return value
+        kept = self.copied.get(id(value))
+        if kept is None or kept[0] is not value:
+            kept = self.copied[id(value)] = (value, value.copy())
+        return kept[1]
 
     def _goes(self, value, outer):
         """True for a value that a function going to the kernel may read (see :meth:`_ship`)."""
@@ -1027,15 +1043,6 @@ class Method:
 
     def __repr__(self):
         return repr(self.resolve())
-
-
-def _copies(value):
-    """``value`` with each array of the test's copied: a function that runs in the kernel reads the
-    test's arrays (1.3's ``X0``) from copies, so that what the student's code writes into them never
-    reaches the arrays from which the test computes what it expects (red team, stop 41)."""
-    if type(value) is tuple:
-        return tuple(_copies(v) for v in value)
-    return value.copy() if type(value) is np.ndarray else value
 
 
 @functools.lru_cache(maxsize=4096)
