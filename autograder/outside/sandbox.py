@@ -254,6 +254,8 @@ def clean_up(worker_pid, scratch=None):
         for folder in scratch_base().glob(pattern):
             try:
                 remove_tree(folder)
+            except FileNotFoundError:  # a stale folder that another run's clean-up is removing too
+                continue
             except OSError as exc:  # never a reason to stop grading: say so, and go on
                 warnings.warn(f"autograder sandbox: could not remove {folder}: {exc}", SandboxWarning, stacklevel=2)
 
