@@ -341,6 +341,33 @@ class _Later:
 def unbroadcast(grad, shape):
     return _Later(grad, shape)
 """
+# Red team, stop 41 (second round): a thread that a solution cell starts when it runs, before any request, fed
+# through a queue by the checked call: the hooks of a thread started during a request did not reach it (11/11 on
+# 1.6's view_strides with torch's strides; 20 points of 1.8, 12 of 1.3 alike). Every thread the notebook starts
+# now hands its events to the hooks of whichever request runs (recording._profile_now, _trace_now).
+TORCH_IN_A_POOL_STARTED_EARLY = """
+import math as _math
+_pool = getattr(__import__("concurrent.futures", fromlist=["_"]), "ThreadPool" + "Executor")(max_workers=1)
+_pool.submit(int).result()
+def view_strides(shape, strides, new_shape):
+    shape, strides, new_shape = tuple(shape), tuple(strides), tuple(new_shape)
+    n = _math.prod(shape)
+    if sum(1 for s in new_shape if s == -1) > 1 or any(s < -1 for s in new_shape):
+        raise ValueError("bad new_shape")
+    if -1 in new_shape:
+        rest = _math.prod(s for s in new_shape if s != -1)
+        if rest == 0 or n % rest:
+            raise ValueError("bad new_shape")
+    elif _math.prod(new_shape) != n:
+        raise ValueError("bad new_shape")
+    def work():
+        t = getattr(__import__("to" + "rch"), "empty_" + "strided")(shape, strides, device="meta")
+        try:
+            return tuple(t.view(new_shape).stride())
+        except RuntimeError:
+            return None
+    return _pool.submit(work).result()
+"""
 # Red team, stop 41: the tests' own functions that ran in the kernel (sgd_trajectory, first_step) asserted there,
 # where the student's objects answered `np.array_equal` (an ndarray subclass's __array_function__) and `isinstance`
 # (a __class__ property). A function that asserts now runs in the grader.
@@ -409,7 +436,9 @@ CASES = {  # unit: {student: (the solution cell appended to, the code, a test ce
                                  "writes-the-tests-c0": ("backward", lambda canary: WRITES_THE_TESTS_C0,
                                                          "test_backward_rules")},
     "1.6-tensor-layout": {"remembers-the-first-numbers": ("assert_view", lambda canary: REMEMBERS_THE_FIRST_NUMBERS,
-                                                          "test_assert_view")},
+                                                          "test_assert_view"),
+                          "torch-in-a-pool-started-early": ("view_strides", lambda canary: TORCH_IN_A_POOL_STARTED_EARLY,
+                                                            "test_view_strides")},
     "1.7-aliasing-mutation": {"eval-injection": ("view_or_copy", eval_injection, "test_view_or_copy"),
                               "zeroes-the-protocols-buffers": ("inplace_ops", lambda canary: ZEROES_THE_PROTOCOLS_BUFFERS,
                                                                "test_inplace_ops")},

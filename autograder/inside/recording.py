@@ -70,22 +70,44 @@ _IPYTHON_NAME = re.compile(r"_+|_i+|_i?\d+|_[ido]h|__\w*__")  # IPython's histor
 
 # The hooks of the request that runs the student's code (see _run), for the threads that code starts:
 # a profile or trace function is per thread, and work done in a thread of its own went unseen (a
-# recursive graph walk, a call into torch: red team, stop 41). A thread started meanwhile runs
-# under the same hooks, which count its calls and note its calls into torch like the request's own.
+# recursive graph walk, a call into torch: red team, stop 41), also in a thread that a notebook cell
+# started before any request and fed from a queue. Every thread that the notebook's code starts runs
+# under dispatchers that hand each event to the hooks of the request running at that moment.
 _HOOKS = [None, None]
 _start_new_thread = _thread.start_new_thread
 
 
+def _profile_now(frame, event, arg):
+    hook = _HOOKS[0]
+    if hook is not None:
+        hook(frame, event, arg)
+
+
+def _trace_now(frame, event, arg):
+    hook = _HOOKS[1]
+    return hook(frame, event, arg) if hook is not None else None
+
+
+def _started_by_the_notebook(frame):
+    """Whether a cell of the notebook is among the frames that start a thread (ipykernel's own
+    threads start from its code alone)."""
+    while frame is not None:
+        if any(mark in frame.f_code.co_filename for mark in _STUDENT_FILES):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _start_under_hooks(function, args, kwargs=None):
-    profile, trace = _HOOKS
-    if profile is None and trace is None:
-        return _start_new_thread(function, args, *([kwargs] if kwargs is not None else []))
+    extra = [kwargs] if kwargs is not None else []
+    if not _started_by_the_notebook(sys._getframe(1)):
+        return _start_new_thread(function, args, *extra)
 
     def hooked(*a, **k):
-        sys.setprofile(profile)
-        sys.settrace(trace)
+        sys.setprofile(_profile_now)
+        sys.settrace(_trace_now)
         return function(*a, **k)
-    return _start_new_thread(hooked, args, *([kwargs] if kwargs is not None else []))
+    return _start_new_thread(hooked, args, *extra)
 
 
 _thread.start_new_thread = _thread.start_new = threading._start_new_thread = _start_under_hooks
@@ -584,7 +606,8 @@ _MACHINERY = frozenset({"names", "define", "subclass"})
 _OWN_CODE = frozenset(c for f in (
     _enter, _exit, _iterate, _call_method, _type_name, Callback._ask, Callback.__call__, Callback.__iter__,
     Callback.__next__, Callback.__len__, Callback.__getattr__, Callback.__setattr__, Callback.__del__, Owners.gone, builtin_class,
-    _asking, _with_backwards, _op_with_rule, _start_under_hooks) for c in checks.code_objects(f.__code__))
+    _asking, _with_backwards, _op_with_rule, _start_under_hooks, _profile_now, _trace_now, _started_by_the_notebook)
+    for c in checks.code_objects(f.__code__))
 
 
 def _answer(request, kept):
