@@ -510,6 +510,40 @@ reduction_cases = [checks.case("worked example, axis=1", x23, axis=1),
                    checks.case("0-d", checks.randn(22))]
 checks.check_function("reductions", Sum, "sum", reduction_cases, seed=20)
 checks.check_function("reductions", Mean, "mean", reduction_cases, seed=21)
+
+
+# float32 in, float32 out: forward, and backward with a float32 upstream gradient, against torch
+def forward_of(Fn):
+    return lambda a, **options: Fn.forward(Context(), a, **options)
+
+
+def backward_of(Fn):
+    def gradient(a, grad, **options):
+        ctx = Context()
+        Fn.forward(ctx, a, **options)
+        g = Fn.backward(ctx, grad)
+        return g[0] if isinstance(g, tuple) else g
+    return gradient
+
+
+def float32_cases(x, axes, seed):
+    """(forward cases, backward cases) of float32 x, one per (label, options), upstream drawn from seed."""
+    forward, backward = [], []
+    for k, (label, options) in enumerate(axes):
+        shape = np.sum(x, **options).shape
+        forward.append(checks.case(f"float32, {label}", x, **options))
+        backward.append(checks.case(f"float32, {label}", x, checks.randn(seed + k, *shape, dtype=np.float32), **options))
+    return forward, backward
+
+
+def check_float32(cases):
+    for Fn, name in ((Sum, "sum"), (Mean, "mean")):
+        checks.against_torch("reductions", forward_of(Fn), name, cases[0])
+        checks.against_torch("reductions", backward_of(Fn), f"{name}_backward", cases[1])
+
+
+check_float32(float32_cases(checks.randn(26, 2, 3, dtype=np.float32), [("axis=1", dict(axis=1)),
+                                                                        ("axis=None, keepdims", dict(keepdims=True))], 27))
 ### BEGIN HIDDEN TESTS
 y = checks.randn(23, 3, 1, 2)
 hidden_red = [checks.case("axis=1 (size 1)", y, axis=1), checks.case("axis=(-1, 0), keepdims", y, axis=(-1, 0), keepdims=True),
@@ -517,6 +551,9 @@ hidden_red = [checks.case("axis=1 (size 1)", y, axis=1), checks.case("axis=(-1, 
               checks.case("1-D", checks.randn(25, 4), axis=0)]
 checks.check_function("reductions", Sum, "sum", hidden_red, seed=22)
 checks.check_function("reductions", Mean, "mean", hidden_red, seed=23)
+check_float32(float32_cases(checks.randn(29, 3, 1, 4, dtype=np.float32), [("axis=(0, 2)", dict(axis=(0, 2))),
+                                                                           ("axis=-1, keepdims", dict(axis=-1, keepdims=True)),
+                                                                           ("axis=None", {})], 30))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -75,6 +75,11 @@ VARIANTS = [
         replace="""        return np.broadcast_to(grad, shape).copy()""",
         why="Broadcasting without putting the reduced axis back aligns it on the right: wrong for axis=1 of (2, 3)."),
     Variant(
+        "sum_backward_float64_ones", "reductions", ("test_reductions",),
+        find="        return np.broadcast_to(grad, shape).copy()",
+        replace="        return np.ones(shape) * grad",
+        why="np.ones is float64: a float32 gradient comes back float64 (float32 in, float32 out)."),
+    Variant(
         "mean_divides_by_every_element", "reductions", ("test_reductions",),
         find="count = math.prod(shape[k] for k in axes)", replace="count = math.prod(shape)",
         why="Divides by the size of the whole input even when only some axes are reduced."),
