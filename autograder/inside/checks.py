@@ -760,9 +760,9 @@ def assert_close(got, expected, *, task="", case="", name="output", rtol=None, a
         raise CheckFailure(msg)
     if check_dtype and got_arr.dtype != exp_arr.dtype:
         if _BOOL_COUNTS and got_arr.dtype == _float64 and exp_arr.dtype == _float32:
-            cause = (f"look for a float64 constant or array that promotes the result. One candidate: your code "
-                     f"counted a boolean mask with {_BOOL_COUNTS[0]}, which returns a NumPy int64, and float32 / "
-                     "int64 is float64: divide by int(count), a Python int, which keeps float32.")
+            cause = (f"your code counted a boolean mask with {_BOOL_COUNTS[0]}, which returns a NumPy int64, and "
+                     "float32 / int64 is float64: if that count divides the result, divide by int(count), a Python "
+                     "int, which keeps float32; if not, look for another float64 value that promotes the result.")
         else:
             cause = "look for a float64 constant or array that promotes the result."
         raise CheckFailure(
