@@ -761,6 +761,7 @@ def test_a_tmpdir_private_to_root_still_grades(tmp_path, monkeypatch):
     finally:
         sandbox.scratch_base.cache_clear()
 
+
 # --- issue 8: metadata, the worker's files and log, feedback, verdicts changed in the kernel ----------
 def test_steering_metadata_earns_nothing(batch):
     """Test cells tagged skip-execution (and raises-exception) run anyway: their metadata comes
